@@ -1,0 +1,46 @@
+# devplace: `make demo` runs the main job, `make test` runs everything CI checks. Both set up .venv on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test lint typecheck layers unit bench protos check-protos clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e . --group dev
+	touch $@
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m devplace.cli demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+layers: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+unit: $(STAMP)
+	$(PY) tools/run_pytest.py -q -p no:cacheprovider
+
+check-protos: $(STAMP)
+	$(PY) tools/protos.py --check
+
+test: lint typecheck layers check-protos unit
+
+protos: $(STAMP)
+	$(PY) tools/protos.py
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

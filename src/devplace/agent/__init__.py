@@ -1,0 +1,3 @@
+"""agent (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,127 @@
+"""Device kinds: Configuration, Instance (seeds 000/001, Akri-compatible) and ResourceClass (seed 003).
+
+`akri.sh/v0` manifests validate unchanged; devplace's additions (`uniqueDevices`, `brokerStrategy`) are optional.
+Slot holders in `deviceUsage` stay strings on the wire (`""`, `"<node>"`, `"C:<vdev>:<node>"`); the agent parses them
+once at its boundary into typed holders.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from devplace.api.meta import Model, Resource
+from devplace.api.registry import register
+
+__all__ = [
+    "Configuration",
+    "ConfigurationSpec",
+    "DiscoveryHandlerInfo",
+    "Instance",
+    "InstanceSpec",
+    "ResourceClass",
+]
+
+_DEVICE_GROUPS = ("devplace.io/v1alpha1", "akri.sh/v0")
+
+
+class DiscoveryProperty(Model):
+    name: str
+    value: str | None = None
+    value_from: dict[str, Any] | None = None
+
+
+class DiscoveryHandlerInfo(Model):
+    name: str = Field(min_length=1)
+    discovery_details: str = ""
+    discovery_properties: list[DiscoveryProperty] = Field(default_factory=list)
+
+
+class BrokerSpec(Model):
+    broker_pod_spec: dict[str, Any] | None = None
+    broker_job_spec: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BrokerSpec:
+        if (self.broker_pod_spec is None) == (self.broker_job_spec is None):
+            raise ValueError("exactly one of brokerPodSpec or brokerJobSpec must be set")
+        return self
+
+
+class ConfigurationSpec(Model):
+    discovery_handler: DiscoveryHandlerInfo
+    capacity: int = Field(default=1, ge=1, le=1024)
+    unique_devices: bool = True
+    broker_spec: BrokerSpec | None = None
+    broker_strategy: dict[str, Any] | None = None
+    instance_service_spec: dict[str, Any] | None = None
+    configuration_service_spec: dict[str, Any] | None = None
+    broker_properties: dict[str, str] = Field(default_factory=dict)
+
+
+@register
+class Configuration(Resource):
+    KIND: ClassVar[str] = "Configuration"
+    PLURAL: ClassVar[str] = "configurations"
+    GROUP_VERSIONS: ClassVar[tuple[str, ...]] = _DEVICE_GROUPS
+    spec: ConfigurationSpec
+    status: dict[str, Any] | None = None
+
+
+class InstanceSpec(Model):
+    configuration_name: str = Field(min_length=1)
+    capacity: int = Field(default=1, ge=1, le=1024)
+    shared: bool = False
+    nodes: list[str] = Field(default_factory=list)
+    device_usage: dict[str, str] = Field(default_factory=dict)
+    broker_properties: dict[str, str] = Field(default_factory=dict)
+    attributes: dict[str, str] = Field(default_factory=dict)
+    cdi_name: str | None = None
+
+
+@register
+class Instance(Resource):
+    KIND: ClassVar[str] = "Instance"
+    PLURAL: ClassVar[str] = "instances"
+    GROUP_VERSIONS: ClassVar[tuple[str, ...]] = _DEVICE_GROUPS
+    spec: InstanceSpec
+    status: dict[str, Any] | None = None
+
+
+_OPERATORS = ("In", "NotIn", "Eq", "Exists", "DoesNotExist", "Gt", "GtEq", "Lt", "LtEq")
+
+
+class SelectorRequirement(Model):
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Eq", "Exists", "DoesNotExist", "Gt", "GtEq", "Lt", "LtEq"]
+    values: list[str] = Field(default_factory=list)
+
+
+class SelectorTerm(Model):
+    match_expressions: list[SelectorRequirement] = Field(default_factory=list)
+
+
+class ResourceClassSpec(Model):
+    resource_selector: list[SelectorTerm] = Field(default_factory=list)
+
+
+@register
+class ResourceClass(Resource):
+    KIND: ClassVar[str] = "ResourceClass"
+    PLURAL: ClassVar[str] = "resourceclasses"
+    NAMESPACED: ClassVar[bool] = False
+    spec: ResourceClassSpec
+    status: dict[str, Any] | None = None
+
+    @field_validator("spec")
+    @classmethod
+    def _selector_is_valid(cls, spec: ResourceClassSpec) -> ResourceClassSpec:
+        from devplace.api import selectors
+
+        for t, term in enumerate(spec.resource_selector):
+            for e, expr in enumerate(term.match_expressions):
+                problem = selectors.requirement_problem(expr.key, expr.operator, expr.values)
+                if problem:
+                    raise ValueError(f"resourceSelector[{t}].matchExpressions[{e}]: {problem}")
+        return spec

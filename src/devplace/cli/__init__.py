@@ -1,0 +1,5 @@
+"""The `devplace` command."""
+
+from devplace.cli.app import app, main
+
+__all__ = ["app", "main"]

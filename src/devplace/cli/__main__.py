@@ -1,0 +1,3 @@
+from devplace.cli.app import main
+
+main()

@@ -1,0 +1,33 @@
+"""The typer application; each command group lives in its own module and registers itself here."""
+
+from __future__ import annotations
+
+import typer
+
+from devplace.cli import agents, demos, fleets, resources, servers
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="devplace",
+    help="Share and place hardware, from a fleet of clusters down to a single device slot.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.command()
+def version() -> None:
+    """Print devplace's version."""
+    from devplace import __version__
+
+    typer.echo(__version__)
+
+
+for module in (resources, servers, agents, fleets, demos):
+    module.register(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,3 @@
+"""controller (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""deviceplugin (being written)."""
+
+__all__: list[str] = []

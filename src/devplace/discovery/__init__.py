@@ -1,0 +1,3 @@
+"""discovery (being written)."""
+
+__all__: list[str] = []

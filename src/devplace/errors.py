@@ -1,0 +1,99 @@
+"""devplace's errors: one tree for every layer.
+
+DevplaceError
+ +-- Invalid          bad input; names the field path and the reason (HTTP 422, gRPC INVALID_ARGUMENT)
+ +-- NotFound         the object (or a parent of it) does not exist (404, NOT_FOUND)
+ +-- AlreadyExists    an object of that name exists (409, ALREADY_EXISTS)
+ +-- Conflict         stale resourceVersion: somebody wrote first (409, ABORTED)
+ +-- Gone             watch revision compacted; relist and watch again (410, OUT_OF_RANGE)
+ +-- Refused          a rule said no, e.g. a slot held elsewhere, a parent with children (409, FAILED_PRECONDITION)
+ +-- Forbidden        not allowed, e.g. a node writing another node's slot (403, PERMISSION_DENIED)
+ +-- Unavailable      a backend or peer did not answer (503, UNAVAILABLE)
+
+`Invalid` is also a `ValueError`, so parsers (quantities, selectors) behave like Python expects.
+The HTTP mapping lives in `devplace.server.errors` and the gRPC one in `devplace.deviceplugin.errors`;
+nothing else translates errors. Chain with ``raise ... from e`` so the cause survives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "AlreadyExists",
+    "Conflict",
+    "DevplaceError",
+    "FieldError",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "NotFound",
+    "Refused",
+    "Unavailable",
+]
+
+
+class DevplaceError(Exception):
+    """Root of every error devplace raises on purpose."""
+
+    reason: str = "InternalError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One reason a field was refused: `path` is dotted (`spec.capacity`, `spec.nodes[2]`)."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}" if self.path else self.reason
+
+
+class Invalid(DevplaceError, ValueError):
+    """Bad input. `fields` lists every refused field with its reason (may be empty for whole-input errors)."""
+
+    reason = "Invalid"
+
+    def __init__(self, message: str, fields: Sequence[FieldError] = ()) -> None:
+        super().__init__(message)
+        self.fields: tuple[FieldError, ...] = tuple(fields)
+
+    @classmethod
+    def field(cls, path: str, reason: str) -> Invalid:
+        """The common case: one field, one reason; the message reads `path: reason`."""
+        err = FieldError(path, reason)
+        return cls(str(err), [err])
+
+
+class NotFound(DevplaceError):
+    reason = "NotFound"
+
+
+class AlreadyExists(DevplaceError):
+    reason = "AlreadyExists"
+
+
+class Conflict(DevplaceError):
+    reason = "Conflict"
+
+
+class Gone(DevplaceError):
+    reason = "Expired"
+
+
+class Refused(DevplaceError):
+    reason = "Refused"
+
+
+class Forbidden(DevplaceError):
+    reason = "Forbidden"
+
+
+class Unavailable(DevplaceError):
+    reason = "ServiceUnavailable"

@@ -1,0 +1,3 @@
+"""placement (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""scheduler (being written)."""
+
+__all__: list[str] = []

@@ -1,0 +1,67 @@
+"""The one place devplace errors become HTTP responses.
+
+Two dialects share one table: the Kubernetes-style resource API (`Invalid` -> 422 with a `Status` body listing
+field causes) and the EMCO-style fleet API under /v2 (`Invalid` -> 400 "Invalid Input: ...", unparsable JSON -> 422).
+
+| error         | kubernetes | emco |
+|---------------|-----------:|-----:|
+| Invalid       | 422        | 400  |
+| NotFound      | 404        | 404  |
+| AlreadyExists | 409        | 409  |
+| Conflict      | 409        | 409  |
+| Gone          | 410        | 410  |
+| Refused       | 409        | 409  |
+| Forbidden     | 403        | 403  |
+| Unavailable   | 503        | 503  |
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from devplace import errors
+
+__all__ = ["Dialect", "http_status", "status_body"]
+
+Dialect = Literal["kubernetes", "emco"]
+
+_CODES: dict[type[errors.DevplaceError], tuple[int, int]] = {
+    errors.Invalid: (422, 400),
+    errors.NotFound: (404, 404),
+    errors.AlreadyExists: (409, 409),
+    errors.Conflict: (409, 409),
+    errors.Gone: (410, 410),
+    errors.Refused: (409, 409),
+    errors.Forbidden: (403, 403),
+    errors.Unavailable: (503, 503),
+}
+
+
+def http_status(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> int:
+    for cls in type(err).__mro__:
+        if cls in _CODES:
+            kube, emco = _CODES[cls]
+            return kube if dialect == "kubernetes" else emco
+    return 500
+
+
+def status_body(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> dict[str, Any]:
+    """A Kubernetes `Status` object (both dialects use it; EMCO clients read `message`)."""
+    code = http_status(err, dialect)
+    message = err.message
+    if dialect == "emco" and isinstance(err, errors.Invalid):
+        message = f"Invalid Input: {err.message}"
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": err.reason,
+        "code": code,
+    }
+    if isinstance(err, errors.Invalid) and err.fields:
+        body["details"] = {
+            "causes": [{"field": f.path, "message": f.reason, "reason": "FieldValueInvalid"} for f in err.fields]
+        }
+    return body

@@ -1,0 +1,3 @@
+"""sim (being written)."""
+
+__all__: list[str] = []
