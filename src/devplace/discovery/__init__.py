@@ -1,3 +1,33 @@
-"""discovery (being written)."""
+"""discovery: handlers that find devices and stream full device lists to the node agent.
 
-__all__: list[str] = []
+- `devices`: Device, Mount, DeviceSpec (frozen values).
+- `handlers`: the DiscoveryHandler protocol and the per-node HandlerRegistry.
+- `debugecho`: Akri's debugEcho, built in, with the per-node OFFLINE switch.
+- `worlds`: the simulated device World and its `sim` handler.
+- `bridge`: external handlers over Akri's discovery-handler gRPC protocol (RegistrationServer, ExternalHandler).
+- `echoserver`: a runnable external handler (`python -m devplace.discovery.echoserver`).
+- `v0`: generated stubs of the Akri protocol (regenerate with `make protos`).
+"""
+
+from devplace.discovery.bridge import ExternalHandler, RegistrationServer
+from devplace.discovery.debugecho import DEBUG_ECHO_DESCRIPTION, DebugEchoHandler
+from devplace.discovery.devices import Device, DeviceSpec, Mount, Properties
+from devplace.discovery.handlers import DiscoveryHandler, HandlerRegistry
+from devplace.discovery.registries import builtin_registry
+from devplace.discovery.worlds import SimHandler, World
+
+__all__ = [
+    "DEBUG_ECHO_DESCRIPTION",
+    "DebugEchoHandler",
+    "Device",
+    "DeviceSpec",
+    "DiscoveryHandler",
+    "ExternalHandler",
+    "HandlerRegistry",
+    "Mount",
+    "Properties",
+    "RegistrationServer",
+    "SimHandler",
+    "World",
+    "builtin_registry",
+]

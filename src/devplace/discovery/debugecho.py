@@ -1,0 +1,119 @@
+"""debugEcho: Akri's test discovery handler, built in.
+
+discoveryDetails is YAML `descriptions: [foo0, foo1]` (plus optional `shared: true|false`, default true; Akri reads
+`shared` from the handler's environment instead). Each description is one device whose id is the description and
+whose only property is `DEBUG_ECHO_DESCRIPTION=<description>`; no mounts, no device nodes.
+
+Per-node OFFLINE switch, as in Akri: while the node's availability file contains `OFFLINE`, or while the `offline`
+property is true, the node reports no devices. Setting the property wakes every stream at once; the file is polled
+through the injected clock every `poll_interval` seconds (so tests advance a FakeClock instead of sleeping). A stream
+re-sends only when its list actually changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devplace import errors
+from devplace.clocks import Clock, SystemClock
+from devplace.discovery import details as d
+from devplace.discovery.devices import Device
+from devplace.discovery.signals import Signal, first_of
+
+__all__ = [
+    "DEBUG_ECHO_DESCRIPTION",
+    "OFFLINE",
+    "DebugEchoDetails",
+    "DebugEchoHandler",
+    "echo_devices",
+    "parse_details",
+]
+
+DEBUG_ECHO_DESCRIPTION = "DEBUG_ECHO_DESCRIPTION"
+OFFLINE = "OFFLINE"
+
+
+@dataclass(frozen=True)
+class DebugEchoDetails:
+    descriptions: tuple[str, ...]
+    shared: bool = True
+
+
+def parse_details(text: str) -> DebugEchoDetails:
+    """Parse debugEcho's discoveryDetails; raise `errors.Invalid` naming the field for anything else."""
+    raw = d.load_mapping(text)
+    d.refuse_unknown(raw, ("descriptions", "shared"))
+    path = f"{d.ROOT}.descriptions"
+    value: Any = raw.get("descriptions")
+    if value is None:
+        raise errors.Invalid.field(path, "required: a list of device descriptions, e.g. descriptions: [foo0, foo1]")
+    if not isinstance(value, list):
+        raise errors.Invalid.field(path, "must be a list of strings")
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise errors.Invalid.field(f"{path}[{i}]", f"must be a non-empty string, got {item!r}")
+        if item in seen:
+            raise errors.Invalid.field(f"{path}[{i}]", f"duplicate description {item!r}")
+        seen.add(item)
+    return DebugEchoDetails(descriptions=tuple(value), shared=d.optional_bool(raw, "shared", True))
+
+
+def echo_devices(details: DebugEchoDetails) -> list[Device]:
+    """The devices debugEcho reports for `details` while online, in description order."""
+    return [Device(id=x, properties={DEBUG_ECHO_DESCRIPTION: x}, shared=details.shared) for x in details.descriptions]
+
+
+class DebugEchoHandler:
+    name = "debugEcho"
+
+    def __init__(
+        self,
+        *,
+        offline_file: Path | None = None,
+        clock: Clock | None = None,
+        poll_interval: float = 10.0,
+    ) -> None:
+        self.offline_file = offline_file
+        self.poll_interval = poll_interval
+        self._clock: Clock = clock or SystemClock()
+        self._offline = False
+        self._changed = Signal()
+
+    @property
+    def offline(self) -> bool:
+        """The in-process switch (the availability file is a second, independent switch)."""
+        return self._offline
+
+    @offline.setter
+    def offline(self, value: bool) -> None:
+        if value != self._offline:
+            self._offline = value
+            self._changed.fire()
+
+    def _is_offline(self) -> bool:
+        if self._offline:
+            return True
+        if self.offline_file is None:
+            return False
+        try:  # a tiny local file read at most once per poll: not worth a thread
+            return OFFLINE in self.offline_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+
+    async def discover(self, details: str) -> AsyncIterator[list[Device]]:
+        parsed = parse_details(details)
+        last: list[Device] | None = None
+        while True:
+            wake = self._changed.current()
+            current = [] if self._is_offline() else echo_devices(parsed)
+            if current != last:
+                yield current
+                last = current
+            if self.offline_file is None:
+                await wake.wait()
+            else:
+                await first_of(wake.wait(), self._clock.sleep(self.poll_interval))

@@ -1,0 +1,28 @@
+"""The registry a node starts with: its built-in handlers (debugEcho, and `sim` when the node lives in a World)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devplace.clocks import Clock
+from devplace.discovery.debugecho import DebugEchoHandler
+from devplace.discovery.handlers import HandlerRegistry
+from devplace.discovery.worlds import World
+
+__all__ = ["builtin_registry"]
+
+
+def builtin_registry(
+    node: str,
+    *,
+    world: World | None = None,
+    offline_file: Path | None = None,
+    clock: Clock | None = None,
+) -> HandlerRegistry:
+    """A registry for `node` holding debugEcho (OFFLINE switch: `offline_file`, polled through `clock`) and, if `world`
+    is given, the `sim` handler reporting the devices plugged into `node`."""
+    registry = HandlerRegistry(node)
+    registry.add(DebugEchoHandler(offline_file=offline_file, clock=clock))
+    if world is not None:
+        registry.add(world.handler(node))
+    return registry
