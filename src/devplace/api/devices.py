@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
+from devplace.api import selectors
 from devplace.api.meta import Model, Resource
 from devplace.api.registry import register
 
@@ -76,7 +77,7 @@ class InstanceSpec(Model):
     nodes: list[str] = Field(default_factory=list)
     device_usage: dict[str, str] = Field(default_factory=dict)
     broker_properties: dict[str, str] = Field(default_factory=dict)
-    attributes: dict[str, str] = Field(default_factory=dict)
+    attributes: dict[str, str] | None = None
     cdi_name: str | None = None
 
 
@@ -89,13 +90,17 @@ class Instance(Resource):
     status: dict[str, Any] | None = None
 
 
-_OPERATORS = ("In", "NotIn", "Eq", "Exists", "DoesNotExist", "Gt", "GtEq", "Lt", "LtEq")
-
-
 class SelectorRequirement(Model):
     key: str = Field(min_length=1)
     operator: Literal["In", "NotIn", "Eq", "Exists", "DoesNotExist", "Gt", "GtEq", "Lt", "LtEq"]
     values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _valid(self) -> SelectorRequirement:
+        problem = selectors.requirement_problem(self.key, self.operator, self.values)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class SelectorTerm(Model):
@@ -113,15 +118,3 @@ class ResourceClass(Resource):
     NAMESPACED: ClassVar[bool] = False
     spec: ResourceClassSpec
     status: dict[str, Any] | None = None
-
-    @field_validator("spec")
-    @classmethod
-    def _selector_is_valid(cls, spec: ResourceClassSpec) -> ResourceClassSpec:
-        from devplace.api import selectors
-
-        for t, term in enumerate(spec.resource_selector):
-            for e, expr in enumerate(term.match_expressions):
-                problem = selectors.requirement_problem(expr.key, expr.operator, expr.values)
-                if problem:
-                    raise ValueError(f"resourceSelector[{t}].matchExpressions[{e}]: {problem}")
-        return spec

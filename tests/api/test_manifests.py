@@ -1,0 +1,150 @@
+"""Manifest streams: YAML or JSON, many documents, each validated and reported on its own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from devplace import errors
+from devplace.api import load_documents
+from devplace.api.manifests import parse_documents
+
+GOOD_AND_BAD = """\
+apiVersion: akri.sh/v0
+kind: Configuration
+metadata:
+  name: akri-udev-video
+spec:
+  discoveryHandler:
+    name: udev
+    discoveryDetails: |
+      groupRecursive: true
+      udevRules:
+      - KERNEL=="video[0-9]*"
+  capacity: 3
+---
+apiVersion: akri.sh/v0
+kind: Instance
+metadata:
+  name: akri-udev-video-8120fe
+spec:
+  configurationName: akri-udev-video
+  capacity: 0
+---
+apiVersion: devplace.io/v1alpha1
+kind: ResourceClass
+metadata:
+  name: fast.nic
+spec:
+  resourceSelector:
+  - matchExpressions:
+    - {key: Kind, operator: In, values: [nic]}
+    - {key: speed, operator: GtEq, values: [40GBPS]}
+"""
+
+
+def test_multi_document_stream_reports_the_bad_document_by_index() -> None:
+    docs = load_documents(GOOD_AND_BAD)
+    assert [d.index for d in docs] == [1, 2, 3]
+    first, bad, third = docs
+    assert first.error is None
+    assert first.obj is not None
+    assert first.obj["metadata"] == {"name": "akri-udev-video", "namespace": "default"}
+    assert first.obj["spec"]["capacity"] == 3
+    assert first.label == "Configuration default/akri-udev-video"
+    assert bad.obj is None
+    assert isinstance(bad.error, errors.Invalid)
+    assert [f.path for f in bad.error.fields] == ["spec.capacity"]
+    assert bad.label == "document 2"
+    assert third.error is None
+    assert third.label == "ResourceClass fast.nic"
+
+
+def test_a_bad_document_does_not_stop_later_ones_from_validating() -> None:
+    text = "kind: Pod\n---\n" + GOOD_AND_BAD
+    docs = load_documents(text)
+    assert [d.error is None for d in docs] == [False, True, False, True]
+    assert isinstance(docs[0].error, errors.Invalid)
+    assert docs[0].error.fields[0].path == "apiVersion"
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: [a\n", 4),
+        ("apiVersion: v1\nkind: Pod\n  metadata: x\n", 3),
+        ("a: 1\n---\nb: [1,\nc: 2\n", 5),  # PyYAML reports where it gave up: the end of the stream
+        ("key: 'unterminated\n", 2),
+    ],
+)
+def test_malformed_yaml_raises_invalid_with_the_line(text: str, line: int) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        load_documents(text)
+    assert str(caught.value).startswith("malformed YAML at line ")
+    assert f"line {line}," in str(caught.value)
+    assert caught.value.__cause__ is not None
+
+
+def test_empty_documents_are_skipped_and_an_empty_stream_is_empty() -> None:
+    assert load_documents("") == []
+    assert load_documents("---\n---\n# only a comment\n") == []
+    docs = load_documents("---\napiVersion: v1\nkind: Node\nmetadata: {name: node-a}\n---\n")
+    assert len(docs) == 1
+    assert docs[0].label == "Node node-a"
+
+
+def test_a_list_document_is_flattened_into_its_items() -> None:
+    text = json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}},
+                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "edge"}},
+            ],
+        }
+    )
+    docs = load_documents(text)
+    assert [d.label for d in docs] == ["Node node-a", "Pod edge/p"]
+
+
+def test_json_is_accepted() -> None:
+    text = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}})
+    (doc,) = load_documents(text)
+    assert doc.obj == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cm", "namespace": "default"},
+        "data": {"a": "1"},
+    }
+
+
+def test_a_scalar_document_is_reported_not_raised() -> None:
+    docs = load_documents("just a string\n---\n- a\n- list\n")
+    assert [d.index for d in docs] == [1, 2]
+    for doc in docs:
+        assert isinstance(doc.error, errors.Invalid)
+        assert "must be a mapping" in str(doc.error)
+
+
+def test_parse_documents_returns_raw_documents() -> None:
+    assert parse_documents("a: 1\n---\nb: 2\n") == [{"a": 1}, {"b": 2}]
+
+
+def test_a_bad_document_after_an_empty_one_is_reported_at_its_position_in_the_file() -> None:
+    text = (
+        "apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\n"
+        "---\n"
+        "---\n"
+        "apiVersion: v1\nkind: Node\nmetadata: {name: Bad_Node}\n"
+    )
+    docs = load_documents(text)
+    assert [(d.index, d.error is None) for d in docs] == [(1, True), (3, False)]
+    assert "metadata.name" in str(docs[1].error)
+
+
+def test_malformed_yaml_names_the_line_where_the_broken_construct_starts() -> None:
+    with pytest.raises(errors.Invalid) as info:
+        load_documents("a: 1\nb: 2\nc: [1, 2\nd: 4\n")
+    assert "line 3" in str(info.value)
