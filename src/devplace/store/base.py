@@ -12,8 +12,9 @@ Revisions are global and monotonic: every successful write gets the next one, an
 resourceVersion (a decimal string). `generation` starts at 1 and bumps when `spec` changes.
 
 Watch: `watch(kind, namespace, since=R)` yields, in revision order, every event with revision > R that matches,
-then live events. `since=None` starts at the current revision. A watch from a revision at or before the last
+then live events. `since=None` starts at the current revision. A watch from a revision before the last
 compaction raises `Gone` (on first iteration); the watcher relists and watches from the list's revision.
+`list` returns items ordered by namespace, then name (etcd's key order).
 Returned dicts are copies: callers may mutate them freely.
 """
 

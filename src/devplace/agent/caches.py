@@ -1,0 +1,259 @@
+"""The agent's view of the store: Configurations and Instances (all namespaces), Pods bound to its node.
+
+Filled by the agent's watches and by the results of its own writes, whichever is newer by resourceVersion (store
+revisions are global and monotonic, so "newer" is well defined; deletions leave a tombstone so a late write result
+cannot resurrect a deleted object). Every Instance is parsed once here into an `InstanceRecord`; an object that
+does not parse is logged and treated as absent, never trusted.
+
+Instance writes go through `mutate_instance` / `remove_instance`: a compare-and-swap on the cached copy first (one
+store round trip when the cache is current, the common case for Allocate), then the store's read-decide-write loop
+on `Conflict`. The decision is re-run on every fresh copy, so it is always made on the state it overwrites.
+Listeners are called synchronously on every change, on the event loop, with the kind and key that changed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from devplace import errors
+from devplace.agent.instances import Delete, InstanceRecord
+from devplace.api import Configuration
+from devplace.store import Store, mutate
+
+__all__ = ["Decide", "DecideDelete", "NodeCache", "PodInfo"]
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+Decide = Callable[[dict[str, Any]], dict[str, Any] | None]
+DecideDelete = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
+Listener = Callable[[str, Key], None]
+
+_TOMBSTONES = 50_000
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    phase: str
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+def _rv(obj: Mapping[str, Any]) -> int:
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def _key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+class NodeCache:
+    def __init__(self, store: Store, node: str) -> None:
+        self.store = store
+        self.node = node
+        self.configurations: dict[Key, Configuration] = {}
+        self.configuration_objs: dict[Key, dict[str, Any]] = {}
+        self.instances: dict[Key, InstanceRecord] = {}
+        self.pods: dict[Key, PodInfo] = {}
+        self._by_configuration: dict[Key, set[str]] = {}
+        self._revisions: dict[tuple[str, str, str], int] = {}
+        self._tombstones: dict[tuple[str, str, str], int] = {}
+        self.listeners: list[Listener] = []
+        self._invalid: dict[tuple[str, str, str], str] = {}
+
+    # -- reads ----------------------------------------------------------------------------------------------
+
+    def instance(self, namespace: str, name: str) -> InstanceRecord | None:
+        return self.instances.get((namespace, name))
+
+    def instances_of(self, namespace: str, configuration: str) -> list[InstanceRecord]:
+        names = self._by_configuration.get((namespace, configuration), set())
+        return [self.instances[(namespace, n)] for n in sorted(names) if (namespace, n) in self.instances]
+
+    def visible(self, namespace: str, configuration: str) -> list[InstanceRecord]:
+        """The Configuration's Instances that list this node."""
+        return [r for r in self.instances_of(namespace, configuration) if self.node in r.nodes]
+
+    def configuration(self, namespace: str, name: str) -> Configuration | None:
+        return self.configurations.get((namespace, name))
+
+    # -- updates --------------------------------------------------------------------------------------------
+
+    def _fresh(self, kind: str, key: Key, rv: int) -> bool:
+        full = (kind, *key)
+        return rv > self._revisions.get(full, -1) and rv > self._tombstones.get(full, -1)
+
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any], *, own: bool = False) -> None:
+        """One watch event or write result (`own`: this agent's write; skips re-validation); older -> ignored."""
+        key = _key(obj)
+        rv = _rv(obj)
+        full = (kind, *key)
+        if not self._fresh(kind, key, rv):
+            return
+        if event_type == "DELETED":
+            self._invalid.pop(full, None)
+            self._revisions.pop(full, None)
+            self._tombstones[full] = rv
+            if len(self._tombstones) > _TOMBSTONES:
+                for old in sorted(self._tombstones, key=self._tombstones.__getitem__)[: _TOMBSTONES // 2]:
+                    del self._tombstones[old]
+            self._drop(kind, key)
+        else:
+            self._revisions[full] = rv
+            self._put(kind, key, obj, own)
+        for listener in list(self.listeners):
+            listener(kind, key)
+
+    def _put(self, kind: str, key: Key, obj: Mapping[str, Any], own: bool = False) -> None:
+        if kind == "Instance":
+            try:
+                record = InstanceRecord.from_wire(obj, validate=not own)
+            except (errors.Invalid, KeyError, TypeError, ValueError) as e:
+                self._refuse(kind, key, str(e))
+                return
+            old = self.instances.get(key)
+            if old is not None and old.configuration != record.configuration:
+                self._by_configuration.get((key[0], old.configuration), set()).discard(key[1])
+            self._invalid.pop((kind, *key), None)
+            self.instances[key] = record
+            self._by_configuration.setdefault((key[0], record.configuration), set()).add(key[1])
+        elif kind == "Configuration":
+            try:
+                self.configurations[key] = Configuration.from_obj(obj)
+                self.configuration_objs[key] = dict(obj)
+                self._invalid.pop((kind, *key), None)
+            except errors.Invalid as e:
+                self._refuse(kind, key, e.message)
+                return
+        elif kind == "Pod":
+            spec = obj.get("spec") or {}
+            if spec.get("nodeName") != self.node:
+                self.pods.pop(key, None)
+                return
+            meta = obj.get("metadata") or {}
+            phase = (obj.get("status") or {}).get("phase") or "Pending"
+            self.pods[key] = PodInfo(key[0], key[1], str(meta.get("uid") or ""), str(phase))
+
+    def _refuse(self, kind: str, key: Key, reason: str) -> None:
+        """An object that does not parse is treated as absent; said once per distinct reason, not per event."""
+        full = (kind, *key)
+        if self._invalid.get(full) != reason:
+            self._invalid[full] = reason
+            log.warning("ignoring %s %s/%s: %s", kind, key[0], key[1], reason)
+        self._drop(kind, key)
+
+    def _drop(self, kind: str, key: Key) -> None:
+        if kind == "Instance":
+            old = self.instances.pop(key, None)
+            if old is not None:
+                self._by_configuration.get((key[0], old.configuration), set()).discard(key[1])
+        elif kind == "Configuration":
+            self.configurations.pop(key, None)
+            self.configuration_objs.pop(key, None)
+        elif kind == "Pod":
+            self.pods.pop(key, None)
+
+    def replace_all(self, kind: str, items: list[dict[str, Any]]) -> set[Key]:
+        """A relist: the cached objects of `kind` become exactly `items`; returns every key that changed or went."""
+        current: set[Key]
+        if kind == "Instance":
+            current = set(self.instances)
+        elif kind == "Configuration":
+            current = set(self.configurations)
+        else:
+            current = set(self.pods)
+        seen = {_key(obj) for obj in items}
+        for obj in items:
+            key = _key(obj)
+            self._revisions.pop((kind, *key), None)
+            self._tombstones.pop((kind, *key), None)
+            self._put(kind, key, obj)
+            self._revisions[(kind, *key)] = _rv(obj)
+        for key in current - seen:
+            self._revisions.pop((kind, *key), None)
+            self._drop(kind, key)
+        touched = current | seen
+        for key in touched:
+            for listener in list(self.listeners):
+                listener(kind, key)
+        return touched
+
+    # -- writes (compare-and-swap) --------------------------------------------------------------------------
+
+    async def mutate_instance(self, namespace: str, name: str, decide: Decide) -> dict[str, Any]:
+        """Apply `decide` to the Instance until a CAS lands (first on the cached copy); returns the stored object.
+
+        `decide` must not change its argument (the first attempt gets the cached object itself, saving a copy on
+        the Allocate path); it returns a new object, or None for "nothing to change". The result is the cache's:
+        callers read it and never change it either.
+        """
+        cached = self.instances.get((namespace, name))
+        if cached is not None:
+            wanted = decide(cached.obj)
+            if wanted is None:
+                return cached.obj
+            try:
+                stored = await self.store.update(wanted)
+            except errors.Conflict:
+                pass
+            else:
+                self.apply("Instance", "MODIFIED", stored, own=True)
+                return stored
+        stored = await mutate(self.store, "Instance", name, namespace, decide)
+        self.apply("Instance", "MODIFIED", stored, own=True)
+        return stored
+
+    async def remove_instance(self, namespace: str, name: str, decide: DecideDelete, attempts: int = 16) -> None:
+        """Like `mutate_instance`, but the decision may also delete (with its resourceVersion as precondition)."""
+        for _ in range(attempts):
+            try:
+                current = await self.store.get("Instance", name, namespace)
+            except errors.NotFound:
+                return
+            outcome = decide(current)
+            try:
+                if outcome is None:
+                    return
+                if isinstance(outcome, Delete):
+                    gone = await self.store.delete(
+                        "Instance", name, namespace, resource_version=outcome.resource_version
+                    )
+                    self.apply("Instance", "DELETED", gone)
+                else:
+                    stored = await self.store.update(outcome)
+                    self.apply("Instance", "MODIFIED", stored, own=True)
+                return
+            except errors.Conflict:
+                continue
+            except errors.NotFound:
+                return
+        raise errors.Conflict(f"Instance {namespace}/{name}: gave up after {attempts} conflicting writes")
+
+    async def refresh_instance(self, namespace: str, name: str) -> None:
+        """Re-read one Instance (after a refused Allocate the cache may be behind the store)."""
+        try:
+            obj = await self.store.get("Instance", name, namespace)
+        except errors.NotFound:
+            self.forget("Instance", (namespace, name))
+            return
+        self.apply("Instance", "MODIFIED", obj)
+
+    def forget(self, kind: str, key: Key) -> None:
+        """Drop an object the store no longer has (learnt from a read, not a watch event) and notify."""
+        full = (kind, *key)
+        self._tombstones[full] = max(self._tombstones.get(full, -1), self._revisions.pop(full, -1))
+        self._drop(kind, key)
+        for listener in list(self.listeners):
+            listener(kind, key)

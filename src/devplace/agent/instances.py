@@ -1,0 +1,332 @@
+"""Instance decisions: names, new Instances, joining and leaving `nodes`, offline expiry, capacity sync.
+
+Pure functions over wire dicts and parsed records; the agent (`devplace.agent.agents`) applies each one inside a
+compare-and-swap loop, re-running it on the fresh object after every `Conflict`, so several agents racing on one
+shared Instance converge: each adds or removes only itself, and a deletion carries the resourceVersion it decided on.
+
+Lifecycle (Akri #650/#760 done right):
+- a device seen by this node -> the Instance exists and lists this node (create, or join by CAS);
+- a device no longer seen -> this node leaves `nodes` at once; held slots stay until released;
+- `nodes` empty -> deleted at once if the device is local (not shared); a shared Instance is stamped with
+  `devplace.io/offline-since` and deleted by any agent running its Configuration once `offline_grace` has passed,
+  unless a node sees it again first (joining clears the stamp). The stamp lives in the store, so the grace survives
+  agent restarts;
+- the Configuration deleted -> this node leaves, and an Instance left with no node is deleted at once.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from devplace import errors
+from devplace.agent import slots
+from devplace.api import Configuration, Instance
+from devplace.discovery.devices import Device
+
+__all__ = [
+    "OFFLINE_SINCE",
+    "Delete",
+    "InstanceRecord",
+    "Plan",
+    "attributes_of",
+    "device_digest",
+    "expired",
+    "instance_name",
+    "joined",
+    "left",
+    "marked_offline",
+    "new_instance",
+    "plan",
+    "require_record",
+    "synced",
+    "timestamp",
+]
+
+OFFLINE_SINCE = "devplace.io/offline-since"
+"""Annotation on a shared Instance that no node sees: when the last node left (RFC 3339, UTC)."""
+
+
+def device_digest(device_id: str, node: str, shared: bool) -> str:
+    """6 hex digits: a 3-byte blake2b of the device id, with the node name appended when the device is local."""
+    text = device_id if shared else f"{device_id}{node}"
+    return hashlib.blake2b(text.encode(), digest_size=3).hexdigest()
+
+
+def instance_name(configuration: str, device_id: str, node: str, shared: bool) -> str:
+    return f"{configuration}-{device_digest(device_id, node, shared)}"
+
+
+def timestamp(seconds: float) -> str:
+    """RFC 3339 UTC with microseconds (as the offline stamp and condition times are written)."""
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_timestamp(text: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    """An Instance parsed once at the agent's boundary (the wire dict kept alongside)."""
+
+    obj: dict[str, Any]
+    name: str
+    namespace: str
+    configuration: str
+    shared: bool
+    nodes: tuple[str, ...]
+    usage: slots.Usage
+    broker_properties: Mapping[str, str]
+    offline_since: float | None
+    resource_version: int
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any], *, validate: bool = True) -> InstanceRecord:
+        """Parse a stored Instance (not copied: store results are the caller's own copies).
+
+        `validate`: check it against the api model first (`errors.Invalid` names the bad field). Only the agent's
+        own write results skip it: they were built from validated objects by the pure decisions here and in
+        `slots`, and their holders are parsed (and so checked) either way.
+        """
+        if validate:
+            Instance.from_obj(obj)
+        meta = obj["metadata"]
+        spec = obj["spec"]
+        name = meta["name"]
+        capacity = int(spec.get("capacity", 1))
+        since_raw = (meta.get("annotations") or {}).get(OFFLINE_SINCE)
+        return cls(
+            obj=obj if isinstance(obj, dict) else dict(obj),
+            name=name,
+            namespace=meta.get("namespace") or "",
+            configuration=spec["configurationName"],
+            shared=bool(spec.get("shared", False)),
+            nodes=tuple(spec.get("nodes") or ()),
+            usage=slots.Usage.parse(name, capacity, spec.get("deviceUsage") or {}),
+            broker_properties=dict(spec.get("brokerProperties") or {}),
+            offline_since=_parse_timestamp(since_raw) if since_raw else None,
+            resource_version=int(meta.get("resourceVersion") or 0),
+        )
+
+    @property
+    def digest(self) -> str:
+        return self.name.rpartition("-")[2]
+
+
+def attributes_of(configuration: str, device: Device, node: str) -> dict[str, str]:
+    """Selector attributes (DESIGN.md section 6): device properties plus `Kind`, `configuration`, `node` (local)."""
+    attrs = dict(device.properties)
+    attrs.setdefault("Kind", device.properties.get("kind", configuration))
+    attrs["configuration"] = configuration
+    if not device.shared:
+        attrs["node"] = node
+    return attrs
+
+
+def new_instance(configuration: Mapping[str, Any], device: Device, node: str) -> dict[str, Any]:
+    """The wire form of a new Instance for `device` seen by `node`, owned by `configuration` (a stored wire dict)."""
+    cfg = Configuration.from_obj(configuration)
+    name = instance_name(cfg.name, device.id, node, device.shared)
+    owner: dict[str, Any] = {
+        "apiVersion": cfg.api_version,
+        "kind": "Configuration",
+        "name": cfg.name,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    if cfg.metadata.uid:
+        owner["uid"] = cfg.metadata.uid
+    obj: dict[str, Any] = {
+        "apiVersion": cfg.api_version,
+        "kind": "Instance",
+        "metadata": {"name": name, "namespace": cfg.namespace or "default", "ownerReferences": [owner]},
+        "spec": {
+            "configurationName": cfg.name,
+            "capacity": cfg.spec.capacity,
+            "shared": device.shared,
+            "nodes": [node],
+            "deviceUsage": slots.initial_usage(name, cfg.spec.capacity),
+            "brokerProperties": {**dict(device.properties), **cfg.spec.broker_properties},
+            "attributes": attributes_of(cfg.name, device, node),
+        },
+    }
+    Instance.from_obj(obj)  # the boundary check: never write what we would refuse to read
+    return obj
+
+
+def joined(obj: Mapping[str, Any], node: str) -> dict[str, Any] | None:
+    """`obj` with `node` in `nodes` and no offline stamp; None if nothing changes."""
+    nodes = list(obj["spec"].get("nodes") or [])
+    annotations = dict(obj["metadata"].get("annotations") or {})
+    if node in nodes and OFFLINE_SINCE not in annotations:
+        return None
+    out = copy.deepcopy(dict(obj))
+    if node not in nodes:
+        out["spec"]["nodes"] = [*nodes, node]
+    if OFFLINE_SINCE in annotations:
+        del annotations[OFFLINE_SINCE]
+        out["metadata"]["annotations"] = annotations
+    return out
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete the Instance, on the condition that it is still at `resource_version`."""
+
+    resource_version: str
+
+
+def left(obj: Mapping[str, Any], node: str, now: float, configuration_gone: bool) -> dict[str, Any] | Delete | None:
+    """`node` leaves: the updated object, a `Delete` when nobody sees a local device (or its Configuration is gone),
+    or None when `node` was not listed."""
+    nodes = list(obj["spec"].get("nodes") or [])
+    if node not in nodes:
+        return None
+    nodes.remove(node)
+    if not nodes and (configuration_gone or not obj["spec"].get("shared", False)):
+        return Delete(str(obj["metadata"]["resourceVersion"]))
+    out = copy.deepcopy(dict(obj))
+    out["spec"]["nodes"] = nodes
+    if not nodes:
+        annotations = dict(out["metadata"].get("annotations") or {})
+        annotations[OFFLINE_SINCE] = timestamp(now)
+        out["metadata"]["annotations"] = annotations
+    return out
+
+
+def marked_offline(obj: Mapping[str, Any], now: float) -> dict[str, Any] | None:
+    """A shared Instance nobody sees but without a stamp (written by someone else): start its grace now."""
+    annotations = dict(obj["metadata"].get("annotations") or {})
+    if obj["spec"].get("nodes") or OFFLINE_SINCE in annotations:
+        return None
+    out = copy.deepcopy(dict(obj))
+    annotations[OFFLINE_SINCE] = timestamp(now)
+    out["metadata"]["annotations"] = annotations
+    return out
+
+
+def expired(obj: Mapping[str, Any], now: float, grace: float, configuration_gone: bool) -> Delete | None:
+    """Delete an Instance no node sees: at once if local or orphaned, after `grace` from the stamp if shared."""
+    if obj["spec"].get("nodes"):
+        return None
+    rv = str(obj["metadata"]["resourceVersion"])
+    if configuration_gone or not obj["spec"].get("shared", False):
+        return Delete(rv)
+    since = _parse_timestamp((obj["metadata"].get("annotations") or {}).get(OFFLINE_SINCE, ""))
+    if since is not None and now >= since + grace:
+        return Delete(rv)
+    return None
+
+
+def synced(obj: Mapping[str, Any], capacity: int, broker_properties: Mapping[str, str]) -> dict[str, Any] | None:
+    """Follow the Configuration: resize slots to `capacity` (held slots are never touched) and carry its
+    brokerProperties (they win over device properties). None if already in step."""
+    spec = obj["spec"]
+    name = obj["metadata"]["name"]
+    usage = slots.Usage.parse(name, int(spec.get("capacity", 1)), spec.get("deviceUsage") or {})
+    resized = slots.resize(usage, capacity)
+    props = dict(spec.get("brokerProperties") or {})
+    wanted_props = {**props, **broker_properties}
+    if resized.capacity == usage.capacity and resized.to_wire() == usage.to_wire() and wanted_props == props:
+        return None
+    out = copy.deepcopy(dict(obj))
+    out["spec"]["capacity"] = capacity
+    out["spec"]["deviceUsage"] = resized.to_wire()
+    out["spec"]["brokerProperties"] = wanted_props
+    return out
+
+
+@dataclass
+class Plan:
+    """What this node should do for one Configuration's Instances; each list names Instances."""
+
+    create: list[Device] = field(default_factory=list)
+    join: list[str] = field(default_factory=list)
+    leave: list[str] = field(default_factory=list)
+    sync: list[str] = field(default_factory=list)
+    mark_offline: list[str] = field(default_factory=list)
+    expire: list[str] = field(default_factory=list)
+    next_deadline: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.create or self.join or self.leave or self.sync or self.mark_offline or self.expire)
+
+
+def _needs_sync(record: InstanceRecord, capacity: int, broker_properties: Mapping[str, str]) -> bool:
+    if record.usage.capacity != capacity:
+        return True
+    if any(record.broker_properties.get(k) != v for k, v in broker_properties.items()):
+        return True
+    return slots.resize(record.usage, capacity).to_wire() != record.usage.to_wire()
+
+
+def plan(
+    node: str,
+    configuration: Configuration | None,
+    devices: Sequence[Device] | None,
+    instances: Iterable[InstanceRecord],
+    now: float,
+    offline_grace: float,
+) -> Plan:
+    """Decide for one Configuration (None: deleted) from this node's latest device list (None: not known yet).
+
+    `instances` are the Configuration's Instances in its namespace. Without a device list only capacity sync and
+    offline expiry are decided, so an agent that just started never leaves Instances it has not re-discovered yet.
+    """
+    out = Plan()
+    records = {r.name: r for r in instances}
+    if configuration is None:
+        for record in records.values():
+            if node in record.nodes:
+                out.leave.append(record.name)
+            elif not record.nodes:
+                out.expire.append(record.name)
+        return out
+    capacity = configuration.spec.capacity
+    props = configuration.spec.broker_properties
+    wanted: dict[str, Device] = {}
+    if devices is not None:
+        for device in devices:
+            wanted.setdefault(instance_name(configuration.name, device.id, node, device.shared), device)
+        for name, device in wanted.items():
+            found = records.get(name)
+            if found is None:
+                out.create.append(device)
+            elif node not in found.nodes or found.offline_since is not None:
+                out.join.append(name)
+        for record in records.values():
+            if record.name not in wanted and node in record.nodes:
+                out.leave.append(record.name)
+    for record in records.values():
+        if node in record.nodes and record.name not in out.leave and _needs_sync(record, capacity, props):
+            out.sync.append(record.name)
+        if record.nodes or record.name in wanted:
+            continue
+        if not record.shared:
+            out.expire.append(record.name)
+        elif record.offline_since is None:
+            out.mark_offline.append(record.name)
+        elif now >= record.offline_since + offline_grace:
+            out.expire.append(record.name)
+        else:
+            deadline = record.offline_since + offline_grace
+            out.next_deadline = deadline if out.next_deadline is None else min(out.next_deadline, deadline)
+    return out
+
+
+def require_record(obj: Mapping[str, Any]) -> InstanceRecord:
+    """`InstanceRecord.from_wire`, with the Instance's name in the message."""
+    try:
+        return InstanceRecord.from_wire(obj)
+    except errors.Invalid as e:
+        name = (obj.get("metadata") or {}).get("name", "?")
+        raise errors.Invalid(f"Instance {name}: {e.message}", e.fields) from e

@@ -1,0 +1,431 @@
+"""Slot decisions for shared devices (DESIGN.md section 4, seeds 000 and 001).
+
+Pure: given an Instance's usage map and a request, decide. No I/O, no clocks, no logging. The shells in
+`devplace.agent.plugins` and `devplace.agent.agents` read an Instance, call one function here and write the result
+with a compare-and-swap; on `Conflict` they re-read and call it again, so every rule holds on the freshest state.
+
+Holders travel as strings in `Instance.spec.deviceUsage` and are parsed once, here, into typed values:
+
+| wire                 | holder          | meaning                                                   |
+|----------------------|-----------------|-----------------------------------------------------------|
+| `""`                 | `FREE`          | nobody holds the slot                                     |
+| `"<node>"`           | `IL(node)`      | held through the node's Instance-level plugin             |
+| `"C:<vdev>:<node>"`  | `CL(vdev, node)`| held through the node's Configuration-level plugin, vdev  |
+
+Slots are named `<instance>-<i>` for i in 0..capacity-1 ("canonical"). After a capacity shrink a held slot with
+i >= capacity stays ("retiring") until released, then goes. A free slot is claimable only while fewer than
+`capacity` slots are held, so capacity is respected at every instant, also while slots retire. Slots whose names
+do not follow the pattern are treated like retiring ones.
+
+Configuration-level virtual devices ("vdevs"): with `uniqueDevices: true` one per Instance, named like the Instance
+(a container can never get two slots of one Instance, because the kubelet never gives one device twice); with
+`uniqueDevices: false` `capacity` per Instance, named `<instance>-<i>` like the slots. A vdev is not bound to a
+slot: Allocate maps it to any free slot of its Instance (preferring the slot of the same index) and records the
+mapping in the holder, so re-offering a vdev finds the same slot again (Akri #843, #450).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from devplace import errors
+
+__all__ = [
+    "CL",
+    "FREE",
+    "IL",
+    "Claim",
+    "DeviceHealth",
+    "Free",
+    "Holder",
+    "Preference",
+    "Refusal",
+    "Usage",
+    "check_unique_request",
+    "cl_health",
+    "claim_slots",
+    "claim_vdevs",
+    "format_holder",
+    "il_health",
+    "initial_usage",
+    "parse_holder",
+    "preferred_allocation",
+    "release_slot",
+    "resize",
+    "slot_index",
+    "slot_name",
+    "vdev_instance",
+    "vdev_slot",
+]
+
+_CL_PREFIX = "C:"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Free:
+    """Nobody holds the slot."""
+
+    def __str__(self) -> str:
+        return "nobody"
+
+
+FREE = Free()
+
+
+@dataclass(frozen=True)
+class IL:
+    """Held through `node`'s Instance-level plugin."""
+
+    node: str
+
+    def __str__(self) -> str:
+        return f"{self.node} (instance level)"
+
+
+@dataclass(frozen=True)
+class CL:
+    """Held through `node`'s Configuration-level plugin for its virtual device `vdev`."""
+
+    vdev: str
+    node: str
+
+    def __str__(self) -> str:
+        return f"{self.node} (configuration level, {self.vdev})"
+
+
+Holder = Free | IL | CL
+
+
+def parse_holder(raw: str, path: str = "holder") -> Holder:
+    """The typed holder of a wire value; `errors.Invalid` naming `path` for anything else."""
+    if raw == "":
+        return FREE
+    if raw.startswith(_CL_PREFIX):
+        vdev, sep, node = raw[len(_CL_PREFIX) :].partition(":")
+        if not sep or not _NAME.match(vdev) or not _NAME.match(node):
+            raise errors.Invalid.field(path, f"{raw!r} is not a configuration-level holder 'C:<vdev>:<node>'")
+        return CL(vdev, node)
+    if not _NAME.match(raw):
+        raise errors.Invalid.field(path, f"{raw!r} is neither empty, a node name, nor 'C:<vdev>:<node>'")
+    return IL(raw)
+
+
+def format_holder(holder: Holder) -> str:
+    """The wire value of `holder` (inverse of `parse_holder`)."""
+    if isinstance(holder, IL):
+        return holder.node
+    if isinstance(holder, CL):
+        return f"{_CL_PREFIX}{holder.vdev}:{holder.node}"
+    return ""
+
+
+def slot_name(instance: str, index: int) -> str:
+    return f"{instance}-{index}"
+
+
+def slot_index(instance: str, slot: str) -> int | None:
+    """`i` for a slot named `<instance>-<i>`, else None (a foreign or malformed name)."""
+    prefix = f"{instance}-"
+    if not slot.startswith(prefix):
+        return None
+    rest = slot[len(prefix) :]
+    if not rest.isdigit() or (len(rest) > 1 and rest.startswith("0")):
+        return None
+    return int(rest)
+
+
+def initial_usage(instance: str, capacity: int) -> dict[str, str]:
+    """The deviceUsage of a new Instance: `capacity` free slots."""
+    return {slot_name(instance, i): "" for i in range(capacity)}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """An Instance's parsed deviceUsage. Immutable; decisions return new values."""
+
+    instance: str
+    capacity: int
+    holders: Mapping[str, Holder]
+
+    @classmethod
+    def parse(cls, instance: str, capacity: int, device_usage: Mapping[str, str]) -> Usage:
+        """Parse the wire map; a bad holder raises `errors.Invalid` naming `spec.deviceUsage.<slot>`."""
+        holders = {slot: parse_holder(raw, f"spec.deviceUsage.{slot}") for slot, raw in sorted(device_usage.items())}
+        return cls(instance, capacity, _ordered(instance, holders))
+
+    def to_wire(self) -> dict[str, str]:
+        return {slot: format_holder(holder) for slot, holder in self.holders.items()}
+
+    def index(self, slot: str) -> int | None:
+        return slot_index(self.instance, slot)
+
+    @property
+    def held(self) -> int:
+        return sum(1 for h in self.holders.values() if not isinstance(h, Free))
+
+    def is_canonical(self, slot: str) -> bool:
+        index = self.index(slot)
+        return index is not None and index < self.capacity
+
+    def claimable(self, slot: str) -> bool:
+        """Free, canonical, and fewer than `capacity` slots held (capacity holds even while slots retire)."""
+        return isinstance(self.holders.get(slot), Free) and self.is_canonical(slot) and self.held < self.capacity
+
+    def free_claimable(self) -> list[str]:
+        if self.held >= self.capacity:
+            return []
+        return [slot for slot in self.holders if self.claimable(slot)]
+
+    def slots_held_by(self, holder: Holder) -> list[str]:
+        return [slot for slot, h in self.holders.items() if h == holder]
+
+    def with_holders(self, changes: Mapping[str, Holder | None]) -> Usage:
+        """A copy with `changes` applied (None removes the slot)."""
+        holders = dict(self.holders)
+        for slot, holder in changes.items():
+            if holder is None:
+                holders.pop(slot, None)
+            else:
+                holders[slot] = holder
+        return Usage(self.instance, self.capacity, _ordered(self.instance, holders))
+
+
+def _ordered(instance: str, holders: Mapping[str, Holder]) -> dict[str, Holder]:
+    """Slots by index, foreign names last by name: the order the kubelet sees and the order we prefer."""
+
+    def key(slot: str) -> tuple[int, int, str]:
+        index = slot_index(instance, slot)
+        return (0, index, "") if index is not None else (1, 0, slot)
+
+    return {slot: holders[slot] for slot in sorted(holders, key=key)}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A granted request: `slots[k]` serves the k-th requested device; `usage` is what to write.
+
+    `new` lists the slots this decision claims (the rest were already held by the asker): only those are released
+    again if a later part of the same kubelet request fails.
+    """
+
+    slots: tuple[str, ...]
+    usage: Usage
+    new: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refused request; `reason` is shown to the kubelet (and so in the pod's status) and names the rule."""
+
+    reason: str
+
+
+def _invisible(usage: Usage, node: str) -> Refusal:
+    return Refusal(f"{usage.instance} is no longer visible from {node}")
+
+
+def claim_slots(usage: Usage, wanted: Sequence[str], node: str, visible: bool) -> Claim | Refusal:
+    """Instance-level Allocate: all of `wanted` for `node`'s IL plugin, or nothing.
+
+    A slot already held by this node at instance level is granted again without a write (the kubelet re-offering
+    what it owns, after a restart or for another container: Akri #450). A slot held by anyone else, including this
+    node's CL plugin, is refused.
+    """
+    if not visible:
+        return _invisible(usage, node)
+    if len(set(wanted)) != len(wanted):
+        return Refusal(f"the request names a slot of {usage.instance} twice: {', '.join(wanted)}")
+    mine = IL(node)
+    new: list[str] = []
+    current = usage
+    for slot in wanted:
+        holder = usage.holders.get(slot)
+        if holder is None:
+            return Refusal(f"{slot} is not a slot of {usage.instance}")
+        if holder == mine:
+            continue
+        if not isinstance(holder, Free):
+            return Refusal(f"{slot} is held by {holder}")
+        if not current.claimable(slot):
+            return Refusal(f"{slot} cannot be claimed: {current.held} of {usage.capacity} slots are held")
+        new.append(slot)
+        current = current.with_holders({slot: mine})
+    return Claim(tuple(wanted), current, tuple(new))
+
+
+def vdev_instance(vdev: str, instances: Iterable[str]) -> str | None:
+    """The Instance a vdev belongs to: the Instance itself (unique) or `<instance>-<i>` (per slot)."""
+    names = set(instances)
+    if vdev in names:
+        return vdev
+    base, sep, index = vdev.rpartition("-")
+    if sep and index.isdigit() and base in names:
+        return base
+    return None
+
+
+def claim_vdevs(usage: Usage, vdevs: Sequence[str], node: str, visible: bool) -> Claim | Refusal:
+    """Configuration-level Allocate on one Instance: a slot for each of `vdevs` (all of this Instance), or nothing.
+
+    A vdev this node's CL plugin already holds gets its slot again (Akri #843). Otherwise the slot of the vdev's own
+    index is preferred when free, else the lowest free one; the caller re-runs this on `Conflict`, which re-maps
+    to another free slot. Refused only when the Instance is gone from this node or has no free slot left.
+    """
+    if not visible:
+        return _invisible(usage, node)
+    if len(set(vdevs)) != len(vdevs):
+        return Refusal(f"the request names a virtual device of {usage.instance} twice: {', '.join(vdevs)}")
+    current = usage
+    granted: list[str] = []
+    new: list[str] = []
+    for vdev in vdevs:
+        holder = CL(vdev, node)
+        held = current.slots_held_by(holder)
+        if held:
+            granted.append(held[0])
+            continue
+        free = current.free_claimable()
+        if not free:
+            return Refusal(
+                f"no free slot of {usage.instance} for {vdev}: {current.held} of {usage.capacity} slots are held"
+            )
+        own = vdev_slot(usage.instance, vdev)
+        slot = own if own in free else free[0]
+        current = current.with_holders({slot: holder})
+        granted.append(slot)
+        new.append(slot)
+    return Claim(tuple(granted), current, tuple(new))
+
+
+def vdev_slot(instance: str, vdev: str) -> str | None:
+    """The slot a per-slot vdev prefers (`<instance>-<i>` -> the same name); None for a per-Instance vdev."""
+    return vdev if slot_index(instance, vdev) is not None else None
+
+
+def check_unique_request(vdevs: Sequence[str], instance_of: Mapping[str, str], unique: bool) -> Refusal | None:
+    """One container's CL request: every vdev known, and with `uniqueDevices` every vdev on a different Instance."""
+    unknown = [v for v in vdevs if v not in instance_of]
+    if unknown:
+        return Refusal(f"unknown virtual device(s) {', '.join(unknown)}: not advertised by this node")
+    if unique:
+        instances = [instance_of[v] for v in vdevs]
+        if len(set(instances)) != len(instances):
+            return Refusal(
+                f"uniqueDevices: {len(vdevs)} devices requested but only {len(set(instances))} distinct "
+                "Instances among them; a container never gets two slots of one Instance"
+            )
+    return None
+
+
+def release_slot(usage: Usage, slot: str, holder: Holder) -> Usage | None:
+    """Free `slot` if `holder` holds it (else None: only a slot's own holder frees it). Retiring slots go."""
+    if isinstance(holder, Free) or usage.holders.get(slot) != holder:
+        return None
+    return usage.with_holders({slot: FREE if usage.is_canonical(slot) else None})
+
+
+def resize(usage: Usage, capacity: int) -> Usage:
+    """Slots for a new capacity: missing canonical slots are added free; free slots beyond it go; held ones stay."""
+    holders: dict[str, Holder | None] = {}
+    for i in range(capacity):
+        name = slot_name(usage.instance, i)
+        if name not in usage.holders:
+            holders[name] = FREE
+    resized = Usage(usage.instance, capacity, usage.holders)
+    for slot, holder in usage.holders.items():
+        if isinstance(holder, Free) and not resized.is_canonical(slot):
+            holders[slot] = None
+    return resized.with_holders(holders)
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    """One entry of a ListAndWatch list; `instance` is the Instance behind it."""
+
+    id: str
+    healthy: bool
+    instance: str
+
+
+def il_health(usage: Usage, node: str) -> list[DeviceHealth]:
+    """Instance-level devices: every slot; Healthy iff claimable or held by this node's IL plugin."""
+    mine = IL(node)
+    return [
+        DeviceHealth(slot, holder == mine or usage.claimable(slot), usage.instance)
+        for slot, holder in usage.holders.items()
+    ]
+
+
+def cl_health(usages: Iterable[Usage], node: str, unique: bool) -> list[DeviceHealth]:
+    """Configuration-level devices over the Instances visible from `node` (sorted by Instance name).
+
+    unique: one vdev per Instance, Healthy iff this node's CL holds a slot for it or a slot is claimable.
+    per slot: `capacity` vdevs per Instance (plus any vdev still held after a shrink); those this node's CL holds
+    are Healthy, and of the rest as many as there are claimable slots, so the Healthy count is exact.
+    """
+    out: list[DeviceHealth] = []
+    for usage in sorted(usages, key=lambda u: u.instance):
+        free = len(usage.free_claimable())
+        held_vdevs = {h.vdev for h in usage.holders.values() if isinstance(h, CL) and h.node == node}
+        if unique:
+            name = usage.instance
+            out.append(DeviceHealth(name, name in held_vdevs or free > 0, name))
+            continue
+        names = [slot_name(usage.instance, i) for i in range(usage.capacity)]
+        names += sorted(v for v in held_vdevs if v not in names and vdev_instance(v, [usage.instance]))
+        budget = free
+        for name in names:
+            if name in held_vdevs:
+                out.append(DeviceHealth(name, True, usage.instance))
+            elif budget > 0:
+                budget -= 1
+                out.append(DeviceHealth(name, True, usage.instance))
+            else:
+                out.append(DeviceHealth(name, False, usage.instance))
+    return out
+
+
+Preference = Literal["spread", "pack"]
+
+
+def preferred_allocation(
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    instance_of: Mapping[str, str],
+    preference: Preference = "spread",
+) -> list[str]:
+    """GetPreferredAllocation for the CL plugin: `must_include` first, then `size` in all.
+
+    spread: each next device from the Instance with the fewest picked so far (then the most still available),
+    so a pod's devices land on different Instances when possible. pack: from the Instance with the most picked so
+    far (then the most available), filling one Instance before the next. Ties break by name; advisory only.
+    """
+    picked: list[str] = []
+    for vdev in must_include:
+        if vdev not in picked:
+            picked.append(vdev)
+    pool: dict[str, list[str]] = {}
+    for vdev in sorted(set(available) - set(picked)):
+        pool.setdefault(instance_of.get(vdev, vdev), []).append(vdev)
+    count: dict[str, int] = {}
+    for vdev in picked:
+        inst = instance_of.get(vdev, vdev)
+        count[inst] = count.get(inst, 0) + 1
+    while len(picked) < size and any(pool.values()):
+        candidates = [inst for inst, left in pool.items() if left]
+        if preference == "pack":
+            inst = min(candidates, key=lambda i: (-count.get(i, 0), -len(pool[i]), i))
+        else:
+            inst = min(candidates, key=lambda i: (count.get(i, 0), -len(pool[i]), i))
+        picked.append(pool[inst].pop(0))
+        count[inst] = count.get(inst, 0) + 1
+    return picked

@@ -1,0 +1,322 @@
+"""The fleet catalog: EMCO's /v2 hierarchy kept in the devplace store. The I/O shell behind every /v2 CRUD route.
+
+Each object is a cluster-scoped fleet kind (see `devplace.api.fleet`), keyed by a deterministic DNS-1123 encoding of
+its full EMCO path, labelled with its parent's store name, so creating a duplicate is a store-level `AlreadyExists`
+and listing children is one label-selector list. Every write is a compare-and-swap: creates are `store.create`,
+updates `store.update` with the resourceVersion just read, deletes carry it as a precondition.
+
+"Refuse PUT and DELETE while children exist" without races:
+- Creating a child is (1) check that every ancestor exists, (2) `store.create(child)`, (3) bump a counter annotation
+  on the parent by CAS (re-read and retry on Conflict). If the parent is gone at (3), the child deletes itself and the
+  create fails with 404 - a concurrent delete of the parent won.
+- Deleting (or replacing) a parent is (1) read it (resourceVersion R), (2) list its children and refuse if any,
+  (3) delete (update) with precondition R; a Conflict restarts from (1).
+- Interleavings: if the child's bump lands before the parent's write, the parent's precondition fails and the re-run
+  sees the child; if the parent's write lands first, the child's bump finds no parent and the child removes itself.
+  Either way no child outlives its parent (a process dying between (2) and (3) of a create can leave one orphan,
+  which plans ignore because they read through the parent).
+- Writes below a deployment intent group also bump the group, so its resourceVersion changes whenever anything a plan
+  reads from its subtree changes; instantiation writes its decision with a CAS on the version it planned from.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from devplace import errors
+from devplace.api import fleet
+from devplace.api.fleet import Level
+from devplace.clocks import Clock, SystemClock
+from devplace.store.base import Store
+from devplace.store.mutations import mutate
+
+__all__ = ["Catalog", "Subtree", "dig_state"]
+
+Obj = dict[str, Any]
+
+
+def dig_state(dig: Mapping[str, Any]) -> str:
+    """A deployment intent group's lifecycle state: Created, Approved, Instantiated, Failed or Terminated."""
+    status = dig.get("status") or {}
+    return str(status.get("state") or "Created")
+
+
+@dataclass(frozen=True)
+class Subtree:
+    """Everything a plan reads for one deployment intent group (stored objects, as read)."""
+
+    dig: Obj
+    apps: list[Obj]
+    app_intents: list[Obj]
+    hpa_intents: list[Obj]
+    consumers: list[Obj]
+    requirements: list[Obj]
+    clusters: list[Obj]
+
+
+def path_of(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(obj["spec"]["path"])
+
+
+def _parse(level: Level, raw: Any) -> fleet.EmcoBody:
+    """A body of the level's type: validated already (then only the cross-field rules run again) or raw."""
+    if isinstance(raw, level.body):
+        raw.check()
+        return raw
+    return level.body.parse(raw)
+
+
+def view(obj: Mapping[str, Any]) -> Obj:
+    """The EMCO body of a stored object."""
+    return copy.deepcopy(dict(obj["spec"]["emco"]))
+
+
+class Catalog:
+    def __init__(self, store: Store, *, clock: Clock | None = None, attempts: int = 16) -> None:
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.attempts = attempts
+
+    # -- reads ------------------------------------------------------------------------------------------------
+
+    async def _read(self, level: Level, path: tuple[str, ...]) -> Obj:
+        try:
+            return await self.store.get(level.kind, level.store_name(path))
+        except errors.NotFound:
+            raise errors.NotFound(f"{level.describe(path)} not found") from None
+
+    async def ancestors(self, level: Level, path: tuple[str, ...]) -> list[Obj]:
+        """The stored ancestors of `level` at `path`, root first; 404 names the first missing one."""
+        out = []
+        width = 0
+        for ancestor in level.chain[:-1]:
+            width += len(ancestor.params)
+            out.append(await self._read(ancestor, path[:width]))
+        return out
+
+    async def read(self, level: Level, path: tuple[str, ...]) -> Obj:
+        """The stored object; a missing ancestor is reported as itself."""
+        self._check_width(level, path)
+        await self.ancestors(level, path)
+        return await self._read(level, path)
+
+    async def get(self, level: Level, path: tuple[str, ...]) -> Obj:
+        return view(await self.read(level, path))
+
+    async def children(self, level: Level, parent_name: str) -> list[Obj]:
+        """Stored objects of `level` whose parent has store name `parent_name`, in path order."""
+        return await self._labelled(level, fleet.PARENT_LABEL, parent_name)
+
+    async def _labelled(self, level: Level, label: str, value: str) -> list[Obj]:
+        listed = await self.store.list(level.kind, "", f"{label}={value}")
+        # Filter again: the selector is an optimisation the backend may not apply exactly.
+        items = [o for o in listed.items if (o.get("metadata", {}).get("labels") or {}).get(label) == value]
+        return sorted(items, key=path_of)
+
+    async def list_bodies(self, level: Level, parent_path: tuple[str, ...]) -> list[Obj]:
+        """EMCO bodies of the children of `parent_path` (404 if it does not exist)."""
+        if len(parent_path) != level.parent_width:
+            raise errors.Invalid(f"{level.title}: expected a parent path of {level.parent_width} names")
+        if level.parent is None:
+            listed = await self.store.list(level.kind, "")
+            return [view(o) for o in sorted(listed.items, key=path_of)]
+        await self.read(level.parent, parent_path)
+        return [view(o) for o in await self.children(level, level.parent.store_name(parent_path))]
+
+    async def all_of_kind(self, level: Level) -> list[Obj]:
+        listed = await self.store.list(level.kind, "")
+        return sorted(listed.items, key=path_of)
+
+    async def subtree(self, dig_path: tuple[str, ...]) -> Subtree:
+        level = fleet.DEPLOYMENT_INTENT_GROUP
+        dig = await self.read(level, dig_path)
+        name = level.store_name(dig_path)
+        capp = fleet.COMPOSITE_APP.store_name(dig_path[:3])
+        return Subtree(
+            dig=dig,
+            apps=await self.children(fleet.APP, capp),
+            app_intents=await self._labelled(fleet.GENERIC_APP_INTENT, fleet.DIG_LABEL, name),
+            hpa_intents=await self._labelled(fleet.HPA_INTENT, fleet.DIG_LABEL, name),
+            consumers=await self._labelled(fleet.HPA_CONSUMER, fleet.DIG_LABEL, name),
+            requirements=await self._labelled(fleet.HPA_REQUIREMENT, fleet.DIG_LABEL, name),
+            clusters=await self.all_of_kind(fleet.CLUSTER),
+        )
+
+    # -- writes -----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_width(level: Level, path: tuple[str, ...]) -> None:
+        if len(path) != len(level.all_params):
+            raise errors.Invalid(f"{level.title}: expected a path of {len(level.all_params)} names")
+
+    @staticmethod
+    def _wire(level: Level, path: tuple[str, ...], body: fleet.EmcoBody) -> Obj:
+        labels: dict[str, str] = {}
+        if level.parent is not None:
+            labels[fleet.PARENT_LABEL] = level.parent.store_name(path[: level.parent_width])
+        if level.under_dig:
+            labels[fleet.DIG_LABEL] = fleet.DEPLOYMENT_INTENT_GROUP.store_name(path[:4])
+        meta: Obj = {"name": level.store_name(path)}
+        if labels:
+            meta["labels"] = labels
+        return {
+            "apiVersion": fleet.API_VERSION,
+            "kind": level.kind,
+            "metadata": meta,
+            "spec": {"path": list(path), "emco": body.to_wire()},
+        }
+
+    async def _check_rules(self, level: Level, path: tuple[str, ...], body: fleet.EmcoBody, parents: list[Obj]) -> None:
+        """Rules that read other objects (a requirement and its consumer, its siblings)."""
+        if level is not fleet.HPA_REQUIREMENT:
+            return
+        assert isinstance(body, fleet.HpaRequirementBody)
+        if not body.spec.is_allocatable:
+            return
+        consumer = parents[-1]
+        consumer_name = path[-2]
+        ref = (consumer["spec"]["emco"].get("spec") or {}).get("consumer") or {}
+        if not ref.get("container-name"):
+            raise errors.Invalid.field(
+                "spec.allocatable",
+                f"hpa resource consumer {consumer_name!r} has no container-name, which is required once an "
+                "allocatable requirement exists",
+            )
+        for sibling in await self.children(level, consumer["metadata"]["name"]):
+            other = sibling["spec"]["emco"]
+            sspec = other.get("spec") or {}
+            same_resource = sspec.get("name") == body.spec.name
+            allocatable = sspec.get("allocatable") is not False and sspec.get("value") is None
+            if same_resource and allocatable and other["metadata"]["name"] != body.name:
+                raise errors.Invalid.field(
+                    "spec.name",
+                    f"hpa resource consumer {consumer_name!r} already has requirement "
+                    f"{other['metadata']['name']!r} for {body.spec.name}",
+                )
+
+    async def _bump(self, level: Level, path: tuple[str, ...]) -> None:
+        def decide(current: Obj) -> Obj:
+            meta = current["metadata"]
+            annotations = dict(meta.get("annotations") or {})
+            annotations[fleet.CHILD_WRITES_ANNOTATION] = str(int(annotations.get(fleet.CHILD_WRITES_ANNOTATION, 0)) + 1)
+            meta["annotations"] = annotations
+            return current
+
+        try:
+            await mutate(self.store, level.kind, level.store_name(path), "", decide, clock=self.clock)
+        except errors.NotFound:
+            raise errors.NotFound(f"{level.describe(path)} not found") from None
+
+    async def _touch_parents(self, level: Level, path: tuple[str, ...]) -> None:
+        """Bump the parent (and the enclosing deployment intent group): see the module docstring."""
+        parent = level.parent
+        if parent is None:
+            return
+        await self._bump(parent, path[: level.parent_width])
+        if level.under_dig and parent is not fleet.DEPLOYMENT_INTENT_GROUP:
+            await self._bump(fleet.DEPLOYMENT_INTENT_GROUP, path[:4])
+
+    async def create(self, level: Level, parent_path: tuple[str, ...], raw: Any) -> Obj:
+        """POST: 400 for a bad body, 404 for a missing ancestor, 409 for a duplicate; returns the EMCO body."""
+        body = _parse(level, raw)
+        path = (*parent_path, *level.identity(body))
+        self._check_width(level, path)
+        parents = await self.ancestors(level, path)
+        await self._check_rules(level, path, body, parents)
+        try:
+            stored = await self.store.create(self._wire(level, path, body))
+        except errors.AlreadyExists:
+            raise errors.AlreadyExists(f"{level.describe(path)} already exists") from None
+        try:
+            await self._touch_parents(level, path)
+        except errors.NotFound as e:
+            try:
+                await self.store.delete(
+                    level.kind, stored["metadata"]["name"], resource_version=stored["metadata"]["resourceVersion"]
+                )
+            except (errors.NotFound, errors.Conflict):
+                pass
+            raise errors.NotFound(f"{e.message} (deleted while {level.describe(path)} was being created)") from e
+        return view(stored)
+
+    async def _refuse_children(self, level: Level, path: tuple[str, ...], verb: str) -> None:
+        name = level.store_name(path)
+        for child in level.children:
+            found = await self.children(child, name)
+            if found:
+                names = ", ".join(repr(o["spec"]["emco"]["metadata"]["name"]) for o in found[:5])
+                more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+                raise errors.Refused(
+                    f"{level.describe(path)} cannot be {verb} while it has {child.title}s ({names}{more}); "
+                    "delete them first"
+                )
+
+    async def _backoff(self, attempt: int) -> None:
+        await self.clock.sleep(0.002 * (2 ** min(attempt, 6)) * random.uniform(0.5, 1.5))
+
+    async def put(self, level: Level, path: tuple[str, ...], raw: Any) -> tuple[Obj, bool]:
+        """PUT: replace the body (409 while children exist), or create when absent; returns (body, created)."""
+        self._check_width(level, path)
+        body = _parse(level, raw)
+        identity = level.identity(body)
+        if identity != path[level.parent_width :]:
+            field = "metadata.name" if identity[0] != path[level.parent_width] else "spec.compositeAppVersion"
+            raise errors.Invalid.field(field, f"must match the URL ({'/'.join(path[level.parent_width :])})")
+        for attempt in range(self.attempts):
+            parents = await self.ancestors(level, path)
+            try:
+                current = await self.store.get(level.kind, level.store_name(path))
+            except errors.NotFound:
+                try:
+                    return await self.create(level, path[: level.parent_width], body), True
+                except errors.AlreadyExists:
+                    await self._backoff(attempt)
+                    continue
+            await self._refuse_children(level, path, "updated")
+            await self._check_rules(level, path, body, parents)
+            updated = copy.deepcopy(current)
+            updated["spec"]["emco"] = body.to_wire()
+            try:
+                stored = await self.store.update(updated)
+            except errors.Conflict:
+                await self._backoff(attempt)
+                continue
+            try:
+                await self._touch_parents(level, path)
+            except errors.NotFound:
+                pass  # cannot happen: a delete of the parent would have found this child and refused
+            return view(stored), False
+        raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
+
+    async def delete(self, level: Level, path: tuple[str, ...]) -> None:
+        """DELETE: 404 if missing, 409 while children exist (or while a deployment intent group is instantiated)."""
+        for attempt in range(self.attempts):
+            current = await self.read(level, path)
+            await self._refuse_children(level, path, "deleted")
+            if level is fleet.DEPLOYMENT_INTENT_GROUP and dig_state(current) == "Instantiated":
+                raise errors.Refused(f"{level.describe(path)} is instantiated; terminate it before deleting it")
+            try:
+                await self.store.delete(
+                    level.kind, current["metadata"]["name"], resource_version=current["metadata"]["resourceVersion"]
+                )
+            except errors.Conflict:
+                await self._backoff(attempt)
+                continue
+            except errors.NotFound:
+                raise errors.NotFound(f"{level.describe(path)} not found") from None
+            try:
+                await self._touch_parents(level, path)
+            except errors.NotFound:
+                pass
+            return
+        raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
+
+    async def write_status(self, dig: Obj, status: Obj) -> Obj:
+        """CAS the decision into a deployment intent group read earlier; `Conflict` if anything changed since."""
+        updated = copy.deepcopy(dig)
+        updated["status"] = status
+        return await self.store.update(updated)

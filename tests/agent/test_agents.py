@@ -1,0 +1,545 @@
+"""The agent end to end on real parts: a store, the simulated device World, real gRPC on unix sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+
+from devplace.agent import instances
+from devplace.agent.instances import OFFLINE_SINCE
+from devplace.discovery import Device, HandlerRegistry
+from devplace.store import Store
+
+from .conftest import PREFIX, Nodes, configuration, eventually, pod
+
+
+async def instance_list(store: Store) -> list[dict[str, Any]]:
+    return (await store.list("Instance")).items
+
+
+async def only_instance(store: Store) -> dict[str, Any]:
+    items = await instance_list(store)
+    assert len(items) == 1, [i["metadata"]["name"] for i in items]
+    return items[0]
+
+
+def name_of(device: str, node: str = "node-a", shared: bool = True, cfg: str = "cams") -> str:
+    return instances.instance_name(cfg, device, node, shared)
+
+
+# -- Instances ----------------------------------------------------------------------------------------------
+
+
+async def test_a_shared_device_seen_by_two_nodes_is_one_instance_listing_both(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("cam-1", ["node-a", "node-b"], {"ip": "10.0.0.1"})
+    await nodes.store.create(configuration(capacity=2, broker_properties={"RES": "720p"}))
+    await nodes.settle()
+    inst = await only_instance(nodes.store)
+    name = name_of("cam-1")
+    assert inst["metadata"]["name"] == name
+    assert sorted(inst["spec"]["nodes"]) == ["node-a", "node-b"]
+    assert inst["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": ""}
+    assert inst["spec"]["brokerProperties"] == {"ip": "10.0.0.1", "RES": "720p"}
+    assert inst["metadata"]["ownerReferences"][0]["name"] == "cams"
+
+
+async def test_a_node_losing_a_shared_device_removes_only_itself_then_grace_deletes(nodes: Nodes) -> None:
+    await nodes.add("node-a", offline_grace=60.0)
+    await nodes.add("node-b", offline_grace=60.0)
+    nodes.world.plug("cam-1", ["node-a", "node-b"])
+    await nodes.store.create(configuration())
+    await nodes.settle()
+    nodes.world.unplug("cam-1", ["node-a"])
+    await nodes.settle()
+    assert (await only_instance(nodes.store))["spec"]["nodes"] == ["node-b"]
+    nodes.world.unplug("cam-1", ["node-b"])
+    await nodes.settle()
+    inst = await only_instance(nodes.store)
+    assert inst["spec"]["nodes"] == []
+    assert OFFLINE_SINCE in inst["metadata"]["annotations"]
+    await nodes.advance(55.0)
+    assert len(await instance_list(nodes.store)) == 1
+    await nodes.advance(10.0)
+    assert await instance_list(nodes.store) == []
+
+
+async def test_a_shared_device_seen_again_within_the_grace_is_rejoined(nodes: Nodes) -> None:
+    await nodes.add("node-a", offline_grace=60.0)
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration())
+    await nodes.settle()
+    uid = (await only_instance(nodes.store))["metadata"]["uid"]
+    nodes.world.unplug("cam-1")
+    await nodes.settle()
+    await nodes.advance(30.0)
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.settle()
+    await nodes.advance(60.0)
+    inst = await only_instance(nodes.store)
+    assert inst["metadata"]["uid"] == uid
+    assert inst["spec"]["nodes"] == ["node-a"]
+    assert OFFLINE_SINCE not in (inst["metadata"].get("annotations") or {})
+
+
+async def test_local_devices_get_an_instance_per_node_deleted_at_once_when_unplugged(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("usb-1", ["node-a", "node-b"])
+    await nodes.store.create(configuration(details="shared: false"))
+    await nodes.settle()
+    names = sorted(i["metadata"]["name"] for i in await instance_list(nodes.store))
+    assert names == sorted([name_of("usb-1", "node-a", False), name_of("usb-1", "node-b", False)])
+    nodes.world.unplug("usb-1", ["node-a"])
+    await nodes.settle()
+    left = await only_instance(nodes.store)
+    assert left["metadata"]["name"] == name_of("usb-1", "node-b", False)
+    assert left["spec"]["attributes"]["node"] == "node-b"
+
+
+async def test_deleting_the_configuration_removes_instances_and_plugins(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration())
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/cams"), "CL registration")
+    sockets = sorted(p.name for p in kubelet.plugin_dir.glob("dp-*.sock"))
+    assert len(sockets) == 2
+    await nodes.store.delete("Configuration", "cams", "default")
+    await nodes.settle()
+    assert await instance_list(nodes.store) == []
+    assert list(kubelet.plugin_dir.glob("dp-*.sock")) == []
+
+
+async def test_a_capacity_change_resizes_slots_without_touching_held_ones(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=4))
+    await nodes.settle()
+    name = name_of("cam-1")
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/{name}"), "IL registration")
+    il = kubelet.client(f"{PREFIX}/{name}")
+    await il.allocate([f"{name}-3"])
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    cfg["spec"]["capacity"] = 2
+    await nodes.store.update(cfg)
+    await nodes.settle()
+    inst = await only_instance(nodes.store)
+    assert inst["spec"]["capacity"] == 2
+    assert inst["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": "", f"{name}-3": "node-a"}
+    await il.close()
+
+
+async def test_bad_discovery_details_become_a_condition_and_clear_when_fixed(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(details="colour: blue"))
+    await nodes.settle()
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    [condition] = cfg["status"]["conditions"]
+    assert condition["type"] == "DiscoveryFailed"
+    assert condition["status"] == "True"
+    assert condition["reason"] == "InvalidDiscoveryDetails"
+    assert condition["node"] == "node-a"
+    assert "discoveryDetails" in condition["message"]
+    assert await instance_list(nodes.store) == []
+    cfg["spec"]["discoveryHandler"]["discoveryDetails"] = "shared: true"
+    await nodes.store.update(cfg)
+    await nodes.settle()
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    assert "conditions" not in (cfg.get("status") or {})
+    assert len(await instance_list(nodes.store)) == 1
+
+
+class _LateHandler:
+    name = "late"
+
+    async def discover(self, details: str) -> Any:
+        yield [Device("late-1", {"x": "1"})]
+        await asyncio.Event().wait()
+
+
+async def test_a_missing_handler_is_a_condition_retried_when_the_handler_registers(nodes: Nodes) -> None:
+    agent = await nodes.add("node-a")
+    await nodes.store.create(configuration(handler="late"))
+    await nodes.settle()
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    assert cfg["status"]["conditions"][0]["reason"] == "DiscoveryHandlerNotFound"
+    registry: HandlerRegistry = agent.handlers
+    registry.add(_LateHandler())
+    await nodes.settle()
+    inst = await only_instance(nodes.store)
+    assert inst["metadata"]["name"] == name_of("late-1")
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    assert "conditions" not in (cfg.get("status") or {})
+
+
+# -- plugins over gRPC --------------------------------------------------------------------------------------
+
+
+async def test_plugins_register_with_the_kubelet_and_list_slots_and_vdevs(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    nodes.world.plug("cam-2", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    a, b = sorted([name_of("cam-1"), name_of("cam-2")])
+    resources = {f"{PREFIX}/cams", f"{PREFIX}/{a}", f"{PREFIX}/{b}"}
+    await eventually(lambda: resources <= set(kubelet.endpoints), "three registrations")
+    by_resource = {r.resource_name: r for r in kubelet.registrations}
+    assert by_resource[f"{PREFIX}/cams"].version == "v1beta1"
+    assert by_resource[f"{PREFIX}/cams"].options.get_preferred_allocation_available is True
+    assert by_resource[f"{PREFIX}/{a}"].options.get_preferred_allocation_available is False
+    assert by_resource[f"{PREFIX}/{a}"].endpoint == kubelet.endpoints[f"{PREFIX}/{a}"]
+    assert (kubelet.plugin_dir / by_resource[f"{PREFIX}/{a}"].endpoint).exists()
+    cl = kubelet.client(f"{PREFIX}/cams")
+    il = kubelet.client(f"{PREFIX}/{a}")
+    await cl.watch()
+    await il.watch()
+    assert cl.latest == {a: "Healthy", b: "Healthy"}
+    assert il.latest == {f"{a}-0": "Healthy", f"{a}-1": "Healthy"}
+    assert (await cl.options()).get_preferred_allocation_available is True
+    await cl.close()
+    await il.close()
+
+
+async def test_list_and_watch_updates_after_another_node_claims_a_slot(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("cam-1", ["node-a", "node-b"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    resource = f"{PREFIX}/{name}"
+    ka, kb = nodes.kubelets["node-a"], nodes.kubelets["node-b"]
+    await eventually(lambda: ka.registered(resource) and kb.registered(resource), "IL registrations")
+    watcher = ka.client(resource)
+    await watcher.watch()
+    claimer = kb.client(resource)
+    await claimer.allocate([f"{name}-0"])
+    await eventually(lambda: watcher.latest.get(f"{name}-0") == "Unhealthy", "node-a to see the claim")
+    assert watcher.latest == {f"{name}-0": "Unhealthy", f"{name}-1": "Healthy"}
+    await watcher.close()
+    await claimer.close()
+
+
+async def test_allocate_claims_re_offers_and_refuses_a_slot_held_elsewhere(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("cam-1", ["node-a", "node-b"], {"ip": "10.0.0.1"})
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    resource = f"{PREFIX}/{name}"
+    ka, kb = nodes.kubelets["node-a"], nodes.kubelets["node-b"]
+    await eventually(lambda: ka.registered(resource) and kb.registered(resource), "IL registrations")
+    a, b = ka.client(resource), kb.client(resource)
+    await b.watch()
+    response = await a.allocate([f"{name}-0"])
+    digest = name.rpartition("-")[2].upper()
+    container = response.container_responses[0]
+    assert dict(container.envs) == {"ip": "10.0.0.1", f"ip_{digest}": "10.0.0.1"}
+    assert dict(container.annotations) == {"devplace.io/slots": f"{name}-0", "devplace.io/instances": name}
+    again = await a.allocate([f"{name}-0"])  # the kubelet re-offering what it holds
+    assert again.container_responses[0].annotations["devplace.io/slots"] == f"{name}-0"
+    sends = len(b.lists)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await b.allocate([f"{name}-0"])
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "held by node-a" in (refused.value.details() or "")
+    await eventually(lambda: len(b.lists) > sends, "health re-sent after the refusal")
+    assert b.latest[f"{name}-0"] == "Unhealthy"
+    inst = await only_instance(nodes.store)
+    assert inst["spec"]["deviceUsage"] == {f"{name}-0": "node-a", f"{name}-1": ""}
+    await a.close()
+    await b.close()
+
+
+async def test_a_failed_multi_container_request_holds_nothing(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("cam-1", ["node-a", "node-b"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    resource = f"{PREFIX}/{name}"
+    ka, kb = nodes.kubelets["node-a"], nodes.kubelets["node-b"]
+    await eventually(lambda: ka.registered(resource) and kb.registered(resource), "IL registrations")
+    await kb.client(resource).allocate([f"{name}-1"])
+    with pytest.raises(grpc.aio.AioRpcError):
+        await ka.client(resource).allocate([f"{name}-0"], [f"{name}-1"])
+    inst = await only_instance(nodes.store)
+    assert inst["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": "node-b"}
+
+
+async def test_cl_allocate_maps_vdevs_to_slots_and_re_offer_returns_the_same_slot(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    nodes.world.plug("cam-2", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/cams"), "CL registration")
+    cl = kubelet.client(f"{PREFIX}/cams")
+    a, b = sorted([name_of("cam-1"), name_of("cam-2")])
+    response = await cl.allocate([a, b])
+    assert response.container_responses[0].annotations["devplace.io/slots"] == f"{a}-0,{b}-0"
+    assert response.container_responses[0].annotations["devplace.io/instances"] == f"{a},{b}"
+    again = await cl.allocate([b])  # e.g. a second container of the same pod (Akri #843)
+    assert again.container_responses[0].annotations["devplace.io/slots"] == f"{b}-0"
+    usage = {i["metadata"]["name"]: i["spec"]["deviceUsage"] for i in await instance_list(nodes.store)}
+    assert usage == {a: {f"{a}-0": f"C:{a}:node-a", f"{a}-1": ""}, b: {f"{b}-0": f"C:{b}:node-a", f"{b}-1": ""}}
+    await cl.close()
+
+
+async def test_cl_unique_refuses_more_unique_devices_than_exist_and_holds_nothing(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    nodes.world.plug("cam-2", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/cams"), "CL registration")
+    cl = kubelet.client(f"{PREFIX}/cams")
+    a, b = sorted([name_of("cam-1"), name_of("cam-2")])
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await cl.allocate([a, b, f"{a}-1"])  # three devices, two cameras
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    for inst in await instance_list(nodes.store):
+        assert set(inst["spec"]["deviceUsage"].values()) == {""}
+    await cl.close()
+
+
+async def test_cl_refuses_when_another_node_took_the_last_slot_and_re_advertises(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("cam-1", ["node-a", "node-b"])
+    await nodes.store.create(configuration(capacity=1))
+    await nodes.settle()
+    name = name_of("cam-1")
+    ka, kb = nodes.kubelets["node-a"], nodes.kubelets["node-b"]
+    await eventually(lambda: ka.registered(f"{PREFIX}/cams") and kb.registered(f"{PREFIX}/{name}"), "registrations")
+    cl = ka.client(f"{PREFIX}/cams")
+    await cl.watch()
+    await kb.client(f"{PREFIX}/{name}").allocate([f"{name}-0"])
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await cl.allocate([name])
+    assert "no free slot" in (refused.value.details() or "")
+    await eventually(lambda: cl.latest == {name: "Unhealthy"}, "the CL device advertised Unhealthy")
+    await cl.close()
+
+
+async def test_cl_non_unique_prefers_spreading_or_packing_by_annotation(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    nodes.world.plug("cam-2", ["node-a"])
+    await nodes.store.create(configuration(name="spread", capacity=2, unique=False))
+    await nodes.store.create(
+        configuration(name="pack", capacity=2, unique=False, annotations={"devplace.io/cl-preference": "pack"})
+    )
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(
+        lambda: kubelet.registered(f"{PREFIX}/spread") and kubelet.registered(f"{PREFIX}/pack"), "CL registrations"
+    )
+    for cfg, expected_same in (("spread", False), ("pack", True)):
+        client = kubelet.client(f"{PREFIX}/{cfg}")
+        await client.watch()
+        assert len(client.latest) == 4
+        picked = await client.prefer(sorted(client.latest), [], 2)
+        instances_picked = {v.rpartition("-")[0] for v in picked}
+        assert (len(instances_picked) == 1) is expected_same, picked
+        response = await client.allocate(picked)
+        assert len(response.container_responses[0].annotations["devplace.io/slots"].split(",")) == 2
+        await client.close()
+
+
+async def test_kubelet_restart_makes_every_plugin_register_again_and_keeps_held_slots(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    kubelet = nodes.kubelets["node-a"]
+    resources = {f"{PREFIX}/cams", f"{PREFIX}/{name}"}
+    await eventually(lambda: resources <= set(kubelet.endpoints), "registrations")
+    client = kubelet.client(f"{PREFIX}/{name}")
+    await client.allocate([f"{name}-1"])
+    await client.close()
+    before = len(kubelet.registrations)
+    await kubelet.restart()
+    await eventually(lambda: resources <= set(kubelet.endpoints), "re-registrations after the restart")
+    assert len(kubelet.registrations) >= before + 2
+    client = kubelet.client(f"{PREFIX}/{name}")
+    await client.watch()
+    assert client.latest == {f"{name}-0": "Healthy", f"{name}-1": "Healthy"}  # held by this node: still Healthy
+    await client.allocate([f"{name}-1"])  # the kubelet's checkpoint re-offers it
+    assert (await only_instance(nodes.store))["spec"]["deviceUsage"][f"{name}-1"] == "node-a"
+    await client.close()
+
+
+# -- release ------------------------------------------------------------------------------------------------
+
+
+async def _hold(nodes: Nodes, pod_name: str, resource: str, ids: list[str], node: str = "node-a") -> None:
+    """A pod bound to `node` got `ids` of `resource`: Allocate, kubelet bookkeeping, Running in the store."""
+    kubelet = nodes.kubelets[node]
+    client = kubelet.client(resource)
+    response = await client.allocate(ids)
+    await client.close()
+    assert response.container_responses
+    kubelet.pods.setdefault(("default", pod_name), []).append((resource, ids))
+    await nodes.store.create(pod(pod_name, node))
+    await nodes.settle()
+
+
+async def _usage(nodes: Nodes) -> dict[str, dict[str, str]]:
+    return {i["metadata"]["name"]: i["spec"]["deviceUsage"] for i in await instance_list(nodes.store)}
+
+
+async def _ready(nodes: Nodes, name: str) -> None:
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(
+        lambda: kubelet.registered(f"{PREFIX}/cams") and kubelet.registered(f"{PREFIX}/{name}"), "registrations"
+    )
+
+
+async def test_slots_are_released_at_once_when_their_pod_is_deleted(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    await _ready(nodes, name)
+    await _hold(nodes, "il-pod", f"{PREFIX}/{name}", [f"{name}-1"])
+    await _hold(nodes, "cl-pod", f"{PREFIX}/cams", [name])
+    assert (await _usage(nodes))[name] == {f"{name}-0": f"C:{name}:node-a", f"{name}-1": "node-a"}
+    del nodes.kubelets["node-a"].pods[("default", "il-pod")]
+    await nodes.store.delete("Pod", "il-pod", "default")
+    await nodes.settle()
+    assert (await _usage(nodes))[name] == {f"{name}-0": f"C:{name}:node-a", f"{name}-1": ""}
+    terminated = await nodes.store.get("Pod", "cl-pod", "default")
+    terminated["status"]["phase"] = "Succeeded"
+    await nodes.store.update(terminated)
+    await nodes.settle()
+    assert (await _usage(nodes))[name] == {f"{name}-0": "", f"{name}-1": ""}
+
+
+async def test_a_slot_absent_from_pod_resources_is_released_only_after_the_grace(nodes: Nodes) -> None:
+    await nodes.add("node-a", release_grace=60.0, podresources_poll=10.0)
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    await _ready(nodes, name)
+    kubelet = nodes.kubelets["node-a"]
+    il = kubelet.client(f"{PREFIX}/{name}")
+    await il.allocate([f"{name}-0"])
+    await il.close()
+    cl = kubelet.client(f"{PREFIX}/cams")
+    await cl.allocate([name])
+    await cl.close()
+    # nobody lists these devices in PodResources (e.g. the pod vanished while the agent was away)
+    await nodes.advance(50.0)
+    assert set((await _usage(nodes))[name].values()) == {"node-a", f"C:{name}:node-a"}
+    await nodes.advance(30.0)
+    assert (await _usage(nodes))[name] == {f"{name}-0": "", f"{name}-1": ""}
+
+
+async def test_a_slot_listed_in_pod_resources_is_never_released_by_the_grace(nodes: Nodes) -> None:
+    await nodes.add("node-a", release_grace=20.0, podresources_poll=5.0)
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    await _ready(nodes, name)
+    await _hold(nodes, "p", f"{PREFIX}/{name}", [f"{name}-0"])
+    await nodes.advance(100.0)
+    assert (await _usage(nodes))[name][f"{name}-0"] == "node-a"
+
+
+async def test_an_agent_restart_keeps_held_slots_and_still_releases(nodes: Nodes) -> None:
+    await nodes.add("node-a", release_grace=60.0)
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=3))
+    await nodes.settle()
+    name = name_of("cam-1")
+    await _ready(nodes, name)
+    await _hold(nodes, "kept", f"{PREFIX}/{name}", [f"{name}-0"])
+    await _hold(nodes, "deleted-later", f"{PREFIX}/cams", [name])
+    lost = nodes.kubelets["node-a"].client(f"{PREFIX}/{name}")
+    await lost.allocate([f"{name}-2"])  # never listed in PodResources
+    await lost.close()
+    before = (await _usage(nodes))[name]
+    await nodes.restart("node-a", release_grace=60.0)
+    await nodes.settle()
+    assert (await _usage(nodes))[name] == before
+    # immediate release still works after the restart (the mapping is rebuilt from PodResources)
+    del nodes.kubelets["node-a"].pods[("default", "deleted-later")]
+    await nodes.store.delete("Pod", "deleted-later", "default")
+    await nodes.settle()
+    assert (await _usage(nodes))[name] == {f"{name}-0": "node-a", f"{name}-1": "", f"{name}-2": "node-a"}
+    # and the grace release for the slot nobody lists
+    await nodes.advance(80.0)
+    usage = (await _usage(nodes))[name]
+    assert usage == {f"{name}-0": "node-a", f"{name}-1": "", f"{name}-2": ""}
+
+
+# -- external discovery handlers ----------------------------------------------------------------------------
+
+
+async def test_an_external_handler_registering_on_the_agents_socket_discovers_devices(nodes: Nodes) -> None:
+    registration = nodes.root / "reg.sock"
+    await nodes.add("node-a", registration_socket=registration)
+    await nodes.store.create(configuration(handler="echo"))
+    await nodes.settle()
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    assert cfg["status"]["conditions"][0]["reason"] == "DiscoveryHandlerNotFound"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "devplace.discovery.echoserver",
+        "--name",
+        "echo",
+        "--socket-dir",
+        str(nodes.root),
+        "--registration",
+        str(registration),
+        "--devices",
+        "ext-1,ext-2",
+        "--shared",
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+
+        async def two_instances() -> bool:
+            return len(await instance_list(nodes.store)) == 2
+
+        for _ in range(600):
+            if await two_instances():
+                break
+            await asyncio.sleep(0.05)
+        items = await instance_list(nodes.store)
+        assert sorted(i["metadata"]["name"] for i in items) == sorted([name_of("ext-1"), name_of("ext-2")])
+        assert {i["spec"]["brokerProperties"]["ECHO_DEVICE"] for i in items} == {"ext-1", "ext-2"}
+        await nodes.settle()
+        cfg = await nodes.store.get("Configuration", "cams", "default")
+        assert "conditions" not in (cfg.get("status") or {})
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()

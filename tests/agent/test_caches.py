@@ -1,0 +1,106 @@
+"""The agent's cache: newest revision wins, deletions are final, bad objects are absent, CAS re-decides."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from devplace.agent.caches import NodeCache
+from devplace.store import MemoryStore
+
+
+def instance(name: str = "cams-8120fe", rv: int = 5, holder: str = "") -> dict[str, Any]:
+    return {
+        "apiVersion": "devplace.io/v1alpha1",
+        "kind": "Instance",
+        "metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv)},
+        "spec": {
+            "configurationName": "cams",
+            "capacity": 1,
+            "nodes": ["node-a"],
+            "deviceUsage": {f"{name}-0": holder},
+        },
+    }
+
+
+def test_an_older_revision_never_replaces_a_newer_one(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Instance", "MODIFIED", instance(rv=7, holder="node-a"))
+    cache.apply("Instance", "MODIFIED", instance(rv=6, holder=""))
+    record = cache.instance("default", "cams-8120fe")
+    assert record is not None
+    assert record.resource_version == 7
+    assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
+
+
+def test_a_deleted_object_is_not_resurrected_by_a_late_write_result(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Instance", "ADDED", instance(rv=5))
+    cache.apply("Instance", "DELETED", instance(rv=9))
+    cache.apply("Instance", "MODIFIED", instance(rv=8), own=True)
+    assert cache.instance("default", "cams-8120fe") is None
+    assert cache.instances_of("default", "cams") == []
+
+
+def test_listeners_hear_every_change_with_kind_and_key(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    heard: list[tuple[str, tuple[str, str]]] = []
+    cache.listeners.append(lambda kind, key: heard.append((kind, key)))
+    cache.apply("Instance", "ADDED", instance(rv=5))
+    cache.apply("Instance", "ADDED", instance(rv=5))  # a duplicate is not a change
+    cache.apply("Instance", "DELETED", instance(rv=6))
+    assert heard == [("Instance", ("default", "cams-8120fe"))] * 2
+
+
+def test_an_invalid_instance_is_absent_and_reported_once(
+    memory_store: MemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Instance", "ADDED", instance(rv=5))
+    with caplog.at_level(logging.WARNING, logger="devplace.agent.caches"):
+        for rv in (6, 7, 8):
+            cache.apply("Instance", "MODIFIED", instance(rv=rv, holder="C:broken"))
+    assert cache.instance("default", "cams-8120fe") is None
+    assert len([r for r in caplog.records if "ignoring Instance" in r.message]) == 1
+    assert "spec.deviceUsage.cams-8120fe-0" in caplog.records[0].message
+    cache.apply("Instance", "MODIFIED", instance(rv=9, holder="node-a"))
+    assert cache.instance("default", "cams-8120fe") is not None
+
+
+def test_pods_of_other_nodes_are_not_kept(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    for name, node in (("mine", "node-a"), ("theirs", "node-b")):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": "3", "uid": name},
+            "spec": {"nodeName": node},
+            "status": {"phase": "Running"},
+        }
+        cache.apply("Pod", "ADDED", pod)
+    assert list(cache.pods) == [("default", "mine")]
+
+
+async def test_mutate_instance_re_decides_on_the_stored_copy_when_the_cache_is_stale(
+    memory_store: MemoryStore,
+) -> None:
+    stored = await memory_store.create(instance())
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Instance", "ADDED", stored)
+    newer = dict(stored)
+    newer["spec"] = {**stored["spec"], "deviceUsage": {"cams-8120fe-0": "node-b"}}
+    await memory_store.update(newer)  # the cache has not seen this yet
+    seen: list[str] = []
+
+    def claim(obj: dict[str, Any]) -> dict[str, Any] | None:
+        holder = obj["spec"]["deviceUsage"]["cams-8120fe-0"]
+        seen.append(holder)
+        if holder:
+            return None
+        return {**obj, "spec": {**obj["spec"], "deviceUsage": {"cams-8120fe-0": "node-a"}}}
+
+    result = await cache.mutate_instance("default", "cams-8120fe", claim)
+    assert seen == ["", "node-b"]  # first on the stale cache (Conflict), then on the fresh copy
+    assert result["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-b"}

@@ -1,0 +1,59 @@
+"""Per-node DiscoveryFailed conditions on a Configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from devplace.agent import conditions
+from devplace.agent.conditions import DiscoveryFailure
+
+BAD = DiscoveryFailure(conditions.INVALID_DETAILS, "descriptions: required")
+T0 = "2026-01-01T00:00:00.000000Z"
+T1 = "2026-01-01T00:01:00.000000Z"
+
+
+def cfg(status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj: dict[str, Any] = {"kind": "Configuration", "metadata": {"name": "c", "resourceVersion": "4"}, "spec": {}}
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def test_a_failure_adds_this_nodes_condition() -> None:
+    out = conditions.with_condition(cfg(), "node-a", BAD, T0)
+    assert out is not None
+    assert out["status"]["conditions"] == [
+        {
+            "type": "DiscoveryFailed",
+            "status": "True",
+            "reason": "InvalidDiscoveryDetails",
+            "message": "descriptions: required",
+            "node": "node-a",
+            "lastTransitionTime": T0,
+        }
+    ]
+
+
+def test_the_same_failure_again_writes_nothing() -> None:
+    once = conditions.with_condition(cfg(), "node-a", BAD, T0)
+    assert once is not None
+    assert conditions.with_condition(once, "node-a", BAD, T1) is None
+
+
+def test_each_node_owns_only_its_condition() -> None:
+    a = conditions.with_condition(cfg(), "node-a", BAD, T0)
+    assert a is not None
+    both = conditions.with_condition(a, "node-b", DiscoveryFailure(conditions.HANDLER_NOT_FOUND, "no handler"), T1)
+    assert both is not None
+    assert [c["node"] for c in both["status"]["conditions"]] == ["node-a", "node-b"]
+    cleared = conditions.with_condition(both, "node-a", None, T1)
+    assert cleared is not None
+    assert [c["node"] for c in cleared["status"]["conditions"]] == ["node-b"]
+
+
+def test_clearing_when_there_is_nothing_writes_nothing_and_other_conditions_stay() -> None:
+    other = {"type": "Ready", "status": "True"}
+    assert conditions.with_condition(cfg({"conditions": [other]}), "node-a", None, T0) is None
+    out = conditions.with_condition(cfg({"conditions": [other]}), "node-a", BAD, T0)
+    assert out is not None
+    assert out["status"]["conditions"][0] == other

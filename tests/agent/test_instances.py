@@ -1,0 +1,281 @@
+"""Instance lifecycle decisions: names, creation, joining, leaving, offline expiry, capacity sync."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from devplace import errors
+from devplace.agent import instances
+from devplace.agent.instances import OFFLINE_SINCE, Delete, InstanceRecord
+from devplace.api import Configuration
+from devplace.discovery import Device, DeviceSpec, Mount
+
+NOW = 1_767_225_600.0
+
+
+def configuration(capacity: int = 2, broker_properties: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "akri.sh/v0",
+        "kind": "Configuration",
+        "metadata": {"name": "akri-onvif", "namespace": "default", "uid": "cfg-uid", "resourceVersion": "3"},
+        "spec": {
+            "discoveryHandler": {"name": "sim", "discoveryDetails": ""},
+            "capacity": capacity,
+            "brokerProperties": broker_properties or {},
+            **spec,
+        },
+    }
+
+
+CAM = Device("uuid-1", {"ONVIF_DEVICE_UUID": "uuid-1", "kind": "camera"}, shared=True)
+USB = Device(
+    "/sys/usb1",
+    {"UDEV_DEVNODE": "/dev/video0"},
+    shared=False,
+    mounts=(Mount("/m", "/host/m", True),),
+    device_specs=(DeviceSpec("/dev/video0", "/dev/video0", "rw"),),
+)
+
+
+def stored(obj: dict[str, Any], rv: int = 7) -> dict[str, Any]:
+    out = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rv)}}
+    return out
+
+
+def test_instance_name_is_a_three_byte_blake2b_of_the_device_id() -> None:
+    digest = hashlib.blake2b(b"uuid-1", digest_size=3).hexdigest()
+    assert instances.instance_name("akri-onvif", "uuid-1", "node-a", shared=True) == f"akri-onvif-{digest}"
+    assert len(digest) == 6
+
+
+def test_local_devices_get_one_instance_per_node() -> None:
+    a = instances.instance_name("usb", "/sys/usb1", "node-a", shared=False)
+    b = instances.instance_name("usb", "/sys/usb1", "node-b", shared=False)
+    assert a != b
+    assert a == "usb-" + hashlib.blake2b(b"/sys/usb1node-a", digest_size=3).hexdigest()
+    assert instances.instance_name("usb", "/sys/usb1", "node-a", True) == instances.instance_name(
+        "usb", "/sys/usb1", "node-b", True
+    )
+
+
+def test_new_instance_carries_slots_properties_attributes_and_owner() -> None:
+    obj = instances.new_instance(configuration(broker_properties={"RESOLUTION": "720p"}), CAM, "node-a")
+    name = instances.instance_name("akri-onvif", "uuid-1", "node-a", True)
+    assert obj["apiVersion"] == "akri.sh/v0"
+    assert obj["metadata"]["name"] == name
+    assert obj["metadata"]["namespace"] == "default"
+    assert obj["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "akri.sh/v0",
+            "kind": "Configuration",
+            "name": "akri-onvif",
+            "uid": "cfg-uid",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert obj["spec"] == {
+        "configurationName": "akri-onvif",
+        "capacity": 2,
+        "shared": True,
+        "nodes": ["node-a"],
+        "deviceUsage": {f"{name}-0": "", f"{name}-1": ""},
+        "brokerProperties": {"ONVIF_DEVICE_UUID": "uuid-1", "kind": "camera", "RESOLUTION": "720p"},
+        "attributes": {
+            "ONVIF_DEVICE_UUID": "uuid-1",
+            "kind": "camera",
+            "Kind": "camera",
+            "configuration": "akri-onvif",
+        },
+    }
+
+
+def test_local_instance_attributes_name_the_node_and_default_kind_to_the_configuration() -> None:
+    obj = instances.new_instance(configuration(), USB, "node-a")
+    assert obj["spec"]["attributes"] == {
+        "UDEV_DEVNODE": "/dev/video0",
+        "Kind": "akri-onvif",
+        "configuration": "akri-onvif",
+        "node": "node-a",
+    }
+    assert obj["spec"]["shared"] is False
+
+
+def _instance(nodes: list[str], shared: bool = True, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    obj = instances.new_instance(configuration(), CAM if shared else USB, "node-a")
+    obj["spec"]["nodes"] = nodes
+    if annotations:
+        obj["metadata"]["annotations"] = annotations
+    return stored(obj)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "annotations", "expected_nodes", "changes"),
+    [
+        (["node-b"], None, ["node-b", "node-a"], True),
+        (["node-a"], None, ["node-a"], False),
+        ([], {OFFLINE_SINCE: "2026-01-01T00:00:00.000000Z"}, ["node-a"], True),  # rejoin in time clears the stamp
+    ],
+)
+def test_joined_adds_only_this_node(
+    nodes: list[str], annotations: dict[str, str] | None, expected_nodes: list[str], changes: bool
+) -> None:
+    out = instances.joined(_instance(nodes, annotations=annotations), "node-a")
+    assert (out is not None) is changes
+    if out is not None:
+        assert out["spec"]["nodes"] == expected_nodes
+        assert OFFLINE_SINCE not in (out["metadata"].get("annotations") or {})
+
+
+@pytest.mark.parametrize(
+    ("nodes", "shared", "gone", "expected"),
+    [
+        (["node-a", "node-b"], True, False, ["node-b"]),  # one node losing a shared device removes only itself
+        (["node-a"], False, False, "delete"),  # a local device nobody sees: deleted at once
+        (["node-a"], True, False, "stamped"),  # a shared one: offline grace starts
+        (["node-a"], True, True, "delete"),  # Configuration gone: no grace
+        (["node-b"], True, False, None),  # not ours to leave
+    ],
+)
+def test_left_removes_this_node_and_decides_the_rest(
+    nodes: list[str], shared: bool, gone: bool, expected: object
+) -> None:
+    obj = _instance(nodes, shared=shared)
+    out = instances.left(obj, "node-a", NOW, gone)
+    if expected is None:
+        assert out is None
+    elif expected == "delete":
+        assert out == Delete("7")
+    elif expected == "stamped":
+        assert isinstance(out, dict)
+        assert out["spec"]["nodes"] == []
+        assert out["metadata"]["annotations"][OFFLINE_SINCE] == "2026-01-01T00:00:00.000000Z"
+    else:
+        assert isinstance(out, dict)
+        assert out["spec"]["nodes"] == expected
+
+
+@pytest.mark.parametrize(
+    ("shared", "stamp_age", "gone", "deleted"),
+    [
+        (True, 299.0, False, False),
+        (True, 300.0, False, True),
+        (True, None, False, False),
+        (True, 1.0, True, True),
+        (False, None, False, True),
+    ],
+)
+def test_expired_waits_the_offline_grace_for_shared_instances(
+    shared: bool, stamp_age: float | None, gone: bool, deleted: bool
+) -> None:
+    annotations = {OFFLINE_SINCE: instances.timestamp(NOW - stamp_age)} if stamp_age is not None else None
+    obj = _instance([], shared=shared, annotations=annotations)
+    assert (instances.expired(obj, NOW, 300.0, gone) is not None) is deleted
+
+
+def test_expired_never_deletes_an_instance_someone_sees() -> None:
+    assert instances.expired(_instance(["node-b"]), NOW, 0.0, True) is None
+
+
+def test_synced_resizes_without_touching_held_slots_and_carries_broker_properties() -> None:
+    obj = _instance(["node-a"])
+    name = obj["metadata"]["name"]
+    obj["spec"]["deviceUsage"] = {f"{name}-0": "", f"{name}-1": "node-b"}
+    out = instances.synced(obj, 1, {"RESOLUTION": "1080p"})
+    assert out is not None
+    assert out["spec"]["capacity"] == 1
+    assert out["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": "node-b"}
+    assert out["spec"]["brokerProperties"]["RESOLUTION"] == "1080p"
+    grown = instances.synced(obj, 4, {})
+    assert grown is not None
+    assert grown["spec"]["deviceUsage"] == {f"{name}-{i}": ("node-b" if i == 1 else "") for i in range(4)}
+    assert instances.synced(obj, 2, {}) is None
+
+
+def record(obj: dict[str, Any]) -> InstanceRecord:
+    return InstanceRecord.from_wire(obj)
+
+
+def cfg_model(capacity: int = 2) -> Configuration:
+    return Configuration.from_obj(configuration(capacity))
+
+
+def test_plan_creates_joins_and_leaves_by_the_latest_device_list() -> None:
+    other = Device("uuid-2", {}, shared=True)
+    third = Device("uuid-3", {}, shared=True)
+    theirs = _instance(["node-b"])  # uuid-1 seen by node-b: join
+    gone_obj = instances.new_instance(configuration(), third, "node-a")  # uuid-3 no longer seen: leave
+    p = instances.plan("node-a", cfg_model(), [CAM, other], [record(theirs), record(stored(gone_obj))], NOW, 300.0)
+    assert p.create == [other]
+    assert p.join == [theirs["metadata"]["name"]]
+    assert p.leave == [gone_obj["metadata"]["name"]]
+    assert p.expire == []
+
+
+def test_plan_without_a_device_list_leaves_nothing() -> None:
+    mine = _instance(["node-a"])
+    p = instances.plan("node-a", cfg_model(), None, [record(mine)], NOW, 300.0)
+    assert p.empty
+
+
+def test_plan_syncs_capacity_changes_of_instances_this_node_sees() -> None:
+    mine = _instance(["node-a"])
+    p = instances.plan("node-a", cfg_model(capacity=3), [CAM], [record(mine)], NOW, 300.0)
+    assert p.sync == [mine["metadata"]["name"]]
+
+
+def test_plan_for_an_offline_shared_instance_waits_then_expires() -> None:
+    stamped = _instance([], annotations={OFFLINE_SINCE: instances.timestamp(NOW - 100)})
+    p = instances.plan("node-a", cfg_model(), [], [record(stamped)], NOW, 300.0)
+    assert p.expire == []
+    assert p.next_deadline == pytest.approx(NOW + 200)
+    later = instances.plan("node-a", cfg_model(), [], [record(stamped)], NOW + 200, 300.0)
+    assert later.expire == [stamped["metadata"]["name"]]
+
+
+def test_plan_rejoins_an_offline_shared_instance_seen_again() -> None:
+    stamped = _instance([], annotations={OFFLINE_SINCE: instances.timestamp(NOW - 100)})
+    p = instances.plan("node-a", cfg_model(), [CAM], [record(stamped)], NOW, 300.0)
+    assert p.join == [stamped["metadata"]["name"]]
+    assert p.expire == []
+
+
+def test_plan_stamps_an_unstamped_shared_instance_nobody_sees() -> None:
+    bare = _instance([])
+    p = instances.plan("node-a", cfg_model(), [], [record(bare)], NOW, 300.0)
+    assert p.mark_offline == [bare["metadata"]["name"]]
+    out = instances.marked_offline(bare, NOW)
+    assert out is not None
+    assert out["metadata"]["annotations"][OFFLINE_SINCE] == instances.timestamp(NOW)
+
+
+def test_plan_for_a_deleted_configuration_leaves_and_expires() -> None:
+    mine = _instance(["node-a", "node-b"])
+    orphan = stored(instances.new_instance(configuration(), Device("uuid-9", {}), "node-a"))
+    orphan["spec"]["nodes"] = []
+    p = instances.plan("node-a", None, None, [record(mine), record(orphan)], NOW, 300.0)
+    assert p.leave == [mine["metadata"]["name"]]
+    assert p.expire == [orphan["metadata"]["name"]]
+
+
+def test_record_refuses_a_bad_holder_naming_the_field() -> None:
+    bad = _instance(["node-a"])
+    slot = next(iter(bad["spec"]["deviceUsage"]))
+    bad["spec"]["deviceUsage"][slot] = "C:nope"
+    with pytest.raises(errors.Invalid) as e:
+        instances.require_record(bad)
+    assert e.value.fields[0].path == f"spec.deviceUsage.{slot}"
+    assert bad["metadata"]["name"] in e.value.message
+
+
+@given(st.text(min_size=1, max_size=40), st.booleans())
+def test_instance_names_are_valid_object_names(device_id: str, shared: bool) -> None:
+    name = instances.instance_name("cfg", device_id, "node-a", shared)
+    assert name.startswith("cfg-")
+    assert len(name) == 10
+    assert all(c in "0123456789abcdef" for c in name[4:])

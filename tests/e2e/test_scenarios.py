@@ -1,0 +1,31 @@
+"""The double-booking detector the end-to-end tests rely on must itself be able to fail."""
+
+from __future__ import annotations
+
+from tests.e2e.scenarios import InstanceHistory, cl_holder_node
+
+
+def _instance(usage: dict[str, str]) -> dict:
+    return {"metadata": {"name": "cam"}, "spec": {"deviceUsage": usage}}
+
+
+def test_a_slot_passing_straight_from_one_holder_to_another_is_a_double_booking():
+    history = InstanceHistory()
+    history.record("ADDED", _instance({"cam-0": "", "cam-1": ""}))
+    history.record("MODIFIED", _instance({"cam-0": "node-a", "cam-1": ""}))
+    history.record("MODIFIED", _instance({"cam-0": "node-b", "cam-1": "C:cam:node-a"}))
+    assert history.double_bookings() == ["cam cam-0: 'node-a' -> 'node-b'"]
+
+
+def test_claims_and_releases_through_free_are_not_double_bookings():
+    history = InstanceHistory()
+    for usage in ({"cam-0": ""}, {"cam-0": "node-a"}, {"cam-0": ""}, {"cam-0": "C:cam:node-b"}):
+        history.record("MODIFIED", _instance(usage))
+    history.record("DELETED", _instance({"cam-0": "C:cam:node-b"}))
+    assert history.double_bookings() == []
+    assert len(list(history.transitions())) == 4
+
+
+def test_cl_holders_name_their_node():
+    assert cl_holder_node("C:akri-onvif-8120fe:node-a") == "node-a"
+    assert cl_holder_node("node-a") is None

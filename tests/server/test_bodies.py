@@ -1,0 +1,91 @@
+"""Request body decoding and the JSON-tree rule: what JSON could carry passes, the rest is refused by path."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from devplace import errors
+from devplace.server.bodies import RequestRefused, decode_body, json_tree
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_json_tree_returns_any_json_value_unchanged(value: Any) -> None:
+    assert json_tree(value) == value
+
+
+@given(st.dictionaries(st.text(), json_values, max_size=5))
+def test_a_json_object_body_decodes_to_itself(obj: dict[str, Any]) -> None:
+    assert decode_body(json.dumps(obj).encode(), "application/json") == obj
+
+
+def test_a_yaml_body_decodes_with_or_without_a_yaml_content_type() -> None:
+    text = b"kind: Node\nmetadata:\n  name: a\n"
+    expected = {"kind": "Node", "metadata": {"name": "a"}}
+    assert decode_body(text, "application/yaml") == expected
+    assert decode_body(text, None) == expected
+
+
+def test_yaml_timestamps_and_number_keys_become_the_text_json_would_carry() -> None:
+    body = decode_body(b"when: 2026-01-02\nmap:\n  7: seven\n  true: yes\n  2.5: x\n", "application/yaml")
+    assert body == {"when": "2026-01-02", "map": {"7": "seven", "true": True, "2.5": "x"}}
+
+
+def test_keys_that_collide_as_json_text_are_refused() -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        decode_body(b"spec:\n  1: a\n  '1': b\n", "application/yaml")
+    assert caught.value.fields[0].path == "spec"
+    assert "duplicate key '1'" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "says"),
+    [
+        (b"", "application/json", "the request body is empty"),
+        (b"   \n", None, "the request body is empty"),
+        (b"{not json", "application/json", "not valid JSON"),
+        (b"\xff\xfe{}", "application/json", "not UTF-8"),
+        (b"key: [unclosed", "application/yaml", "not valid YAML at line 1"),
+        (b"{: [", None, "not valid JSON or YAML"),
+        (b"[1, 2]", "application/json", "must be a JSON or YAML object, not a list"),
+        (b"just words", None, "must be a JSON or YAML object, not a str"),
+        (b"a: 1\n---\nb: 2\n", "application/yaml", "not valid YAML"),
+        (b'{"a": NaN}', "application/json", "not valid JSON"),
+    ],
+)
+def test_an_undecodable_body_is_a_400_naming_the_problem(raw: bytes, content_type: str | None, says: str) -> None:
+    with pytest.raises(RequestRefused) as caught:
+        decode_body(raw, content_type)
+    assert caught.value.status == 400
+    assert caught.value.reason == "BadRequest"
+    assert says in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        (b"spec:\n  x: .nan\n", "spec.x"),
+        (b"spec:\n  list: [1, .inf]\n", "spec.list[1]"),
+        (b"spec: !!binary aGVsbG8=\n", "spec"),
+        (b"spec: !!set {a, b}\n", "spec"),
+    ],
+)
+def test_values_json_cannot_hold_are_refused_at_their_path(text: bytes, path: str) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        decode_body(text, "application/yaml")
+    assert [f.path for f in caught.value.fields] == [path]
+
+
+def test_a_datetime_becomes_iso_text() -> None:
+    assert json_tree({"t": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)}) == {"t": "2026-01-02T03:04:05+00:00"}

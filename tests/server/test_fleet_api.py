@@ -1,0 +1,316 @@
+"""The /v2 fleet API over HTTP (httpx2 against the app): EMCO's paths, bodies and status codes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+
+from devplace.server.app import create_app
+from devplace.store import MemoryStore
+
+P = "/v2/projects/p"
+CA = f"{P}/composite-apps/ca/v1"
+DIG = f"{CA}/deployment-intent-groups/dig"
+GPI = f"{DIG}/generic-placement-intents/gpi"
+INTENT = f"{DIG}/hpa-intents/i"
+CONSUMER = f"{INTENT}/hpa-resource-consumers/c"
+CP = "/v2/cluster-providers/cp"
+
+BODIES: list[tuple[str, dict[str, Any]]] = [
+    ("/v2/projects", {"metadata": {"name": "p"}}),
+    (f"{P}/composite-apps", {"metadata": {"name": "ca"}, "spec": {"compositeAppVersion": "v1"}}),
+    (f"{CA}/apps", {"metadata": {"name": "web"}, "spec": {"manifests": []}}),
+    (f"{CA}/deployment-intent-groups", {"metadata": {"name": "dig"}, "spec": {"profile": "p1", "version": "r1"}}),
+    (f"{DIG}/generic-placement-intents", {"metadata": {"name": "gpi"}, "spec": {}}),
+    (
+        f"{GPI}/app-intents",
+        {
+            "metadata": {"name": "ai"},
+            "spec": {"app": "web", "intent": {"allOf": [{"clusterProvider": "cp", "cluster": "c1"}]}},
+        },
+    ),
+    (f"{DIG}/hpa-intents", {"metadata": {"name": "i"}, "spec": {"app": "web"}}),
+    (
+        f"{INTENT}/hpa-resource-consumers",
+        {
+            "metadata": {"name": "c"},
+            "spec": {
+                "consumer": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "container-name": "main"}
+            },
+        },
+    ),
+    (f"{CONSUMER}/resource-requirements", {"metadata": {"name": "r"}, "spec": {"name": "cpu", "requests": 1}}),
+    ("/v2/cluster-providers", {"metadata": {"name": "cp"}}),
+    (
+        f"{CP}/clusters",
+        {
+            "metadata": {"name": "c1", "labels": {"gpu": "true"}},
+            "spec": {"nodes": [{"name": "n", "allocatable": {"cpu": "8"}}]},
+        },
+    ),
+]
+
+
+def item_url(collection: str, body: dict[str, Any]) -> str:
+    url = f"{collection}/{body['metadata']['name']}"
+    if collection.endswith("/composite-apps"):
+        url += f"/{body['spec']['compositeAppVersion']}"
+    return url
+
+
+class Swappable:
+    """A store whose backend each test replaces: one app (building ~70 routes is slow) serves every test."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+_STORE = Swappable()
+_APP = create_app(_STORE)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx2.AsyncClient]:
+    _STORE.inner = MemoryStore()
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=_APP), base_url="http://fleet") as c:
+        yield c
+
+
+async def populate(client: httpx2.AsyncClient) -> None:
+    for collection, body in BODIES:
+        r = await client.post(collection, json=body)
+        assert r.status_code == 201, (collection, r.text)
+
+
+async def test_every_collection_supports_the_five_verbs(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    for collection, body in reversed(BODIES):  # children first, so deletes are allowed
+        item = item_url(collection, body)
+        listed = await client.get(collection)
+        assert listed.status_code == 200
+        assert [b["metadata"]["name"] for b in listed.json()] == [body["metadata"]["name"]]
+        got = await client.get(item)
+        assert got.status_code == 200
+        assert got.json()["metadata"] == {"description": "", "userData1": "", "userData2": "", **body["metadata"]}
+        changed = {**body, "metadata": {**body["metadata"], "description": "changed"}}
+        put = await client.put(item, json=changed)
+        assert put.status_code == 200, put.text
+        assert (await client.get(item)).json()["metadata"]["description"] == "changed"
+        deleted = await client.delete(item)
+        assert (deleted.status_code, deleted.content) == (204, b"")
+        assert (await client.get(item)).status_code == 404
+
+
+async def test_put_creates_a_missing_object(client: httpx2.AsyncClient) -> None:
+    r = await client.put("/v2/projects/fresh", json={"metadata": {"name": "fresh"}})
+    assert r.status_code == 201
+    assert (await client.get("/v2/projects/fresh")).status_code == 200
+
+
+REQUIREMENT = {"metadata": {"name": "x"}, "spec": {"name": "memory", "requests": 1}}
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body", "message"),
+    [
+        ("GET", "/v2/projects/nope", None, 'project "nope" not found'),
+        ("GET", "/v2/projects/nope/composite-apps", None, 'project "nope" not found'),
+        ("GET", f"{P}/composite-apps/nope/v1", None, 'composite app "nope" version "v1" not found'),
+        ("GET", f"{P}/composite-apps/ca/v9/apps", None, 'composite app "ca" version "v9" not found'),
+        ("GET", f"{CA}/apps/nope", None, 'app "nope" not found'),
+        ("GET", f"{CA}/deployment-intent-groups/nope", None, 'deployment intent group "nope" not found'),
+        ("GET", f"{CA}/deployment-intent-groups/nope/hpa-intents", None, 'deployment intent group "nope" not found'),
+        ("GET", f"{DIG}/generic-placement-intents/nope", None, 'generic placement intent "nope" not found'),
+        ("GET", f"{GPI}/app-intents/nope", None, 'app intent "nope" not found'),
+        ("GET", f"{DIG}/hpa-intents/nope", None, 'hpa intent "nope" not found'),
+        ("GET", f"{DIG}/hpa-intents/nope/hpa-resource-consumers/c", None, 'hpa intent "nope" not found'),
+        ("GET", f"{INTENT}/hpa-resource-consumers/nope", None, 'hpa resource consumer "nope" not found'),
+        ("GET", f"{CONSUMER}/resource-requirements/nope", None, 'resource requirement "nope" not found'),
+        ("GET", "/v2/cluster-providers/nope", None, 'cluster provider "nope" not found'),
+        ("GET", "/v2/cluster-providers/nope/clusters/c1", None, 'cluster provider "nope" not found'),
+        ("GET", f"{CP}/clusters/nope", None, 'cluster "nope" not found'),
+        ("DELETE", f"{DIG}/hpa-intents/nope", None, 'hpa intent "nope" not found'),
+        (
+            "PUT",
+            f"{INTENT}/hpa-resource-consumers/nope/resource-requirements/x",
+            REQUIREMENT,
+            'hpa resource consumer "nope" not found',
+        ),
+        ("POST", "/v2/projects/nope/composite-apps", BODIES[1][1], 'project "nope" not found'),
+        (
+            "POST",
+            f"{CA}/deployment-intent-groups/nope/hpa-intents",
+            BODIES[6][1],
+            'deployment intent group "nope" not found',
+        ),
+        ("POST", f"{CA}/deployment-intent-groups/nope/plan", {}, 'deployment intent group "nope" not found'),
+        ("POST", f"{CA}/deployment-intent-groups/nope/instantiate", {}, 'deployment intent group "nope" not found'),
+        ("GET", f"{CA}/deployment-intent-groups/nope/status", None, 'deployment intent group "nope" not found'),
+    ],
+)
+async def test_missing_levels_are_404_naming_the_level(
+    client: httpx2.AsyncClient, method: str, url: str, body: dict[str, Any] | None, message: str
+) -> None:
+    await populate(client)
+    r = await client.request(method, url, json=body)
+    assert r.status_code == 404, r.text
+    status = r.json()
+    assert (status["kind"], status["reason"], status["code"], status["message"]) == ("Status", "NotFound", 404, message)
+
+
+@pytest.mark.parametrize(("collection", "body"), BODIES, ids=[b["metadata"]["name"] for _, b in BODIES])
+async def test_duplicates_are_409(client: httpx2.AsyncClient, collection: str, body: dict[str, Any]) -> None:
+    await populate(client)
+    r = await client.post(collection, json=body)
+    assert r.status_code == 409
+    assert r.json()["reason"] == "AlreadyExists"
+    assert r.json()["message"].endswith("already exists")
+
+
+@pytest.mark.parametrize(
+    ("url", "child"),
+    [
+        (P, "composite apps"),
+        (CA, "apps"),  # apps come first among a composite app's children
+        (DIG, "generic placement intents"),
+        (GPI, "app intents"),
+        (INTENT, "hpa resource consumers"),
+        (CONSUMER, "resource requirements"),
+        (CP, "clusters"),
+    ],
+)
+async def test_parents_with_children_refuse_put_and_delete(client: httpx2.AsyncClient, url: str, child: str) -> None:
+    await populate(client)
+    body = (await client.get(url)).json()
+    for method, kw in (("PUT", {"json": body}), ("DELETE", {})):
+        r = await client.request(method, url, **kw)
+        assert r.status_code == 409, (method, url, r.text)
+        assert r.json()["reason"] == "Refused"
+        assert f"while it has {child}" in r.json()["message"]
+    assert (await client.get(url)).json() == body
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "field"),
+    [
+        ("/v2/projects", {"spec": {}}, "metadata"),
+        ("/v2/projects", {"metadata": {"name": "bad name"}}, "metadata.name"),
+        ("/v2/projects", {"metadata": {"name": "p2", "description": "x" * 1025}}, "metadata.description"),
+        ("/v2/projects", {"metadata": {"name": "p2"}, "unknown": 1}, "unknown"),
+        (f"{P}/composite-apps", {"metadata": {"name": "ca2"}}, "spec"),
+        (f"{CA}/apps", {"metadata": {"name": "a"}, "spec": {"manifests": [{"kind": "Pod"}]}}, "spec.manifests"),
+        (
+            f"{CONSUMER}/resource-requirements",
+            {"metadata": {"name": "w"}, "spec": {"name": "gpu", "requests": 1, "weight": 11}},
+            "spec.weight",
+        ),
+        (
+            f"{CONSUMER}/resource-requirements",
+            {"metadata": {"name": "r2"}, "spec": {"name": "memory", "requests": 2, "limits": 1}},
+            "spec.requests",
+        ),
+        (
+            f"{CONSUMER}/resource-requirements",
+            {"metadata": {"name": "r3"}, "spec": {"name": "cpu", "requests": 2}},
+            "spec.name",
+        ),
+        (
+            f"{INTENT}/hpa-resource-consumers",
+            {"metadata": {"name": "c2"}, "spec": {"consumer": {"apiVersion": "v1", "kind": "Service", "name": "s"}}},
+            "spec.consumer.kind",
+        ),
+        (f"{GPI}/app-intents", {"metadata": {"name": "a2"}, "spec": {"app": "web", "intent": {}}}, "spec.intent"),
+        (
+            f"{CP}/clusters",
+            {"metadata": {"name": "c2"}, "spec": {"nodes": [{"name": "n", "allocatable": {"cpu": "1K"}}]}},
+            "spec.nodes.0.allocatable",
+        ),
+    ],
+)
+async def test_schema_violations_are_400_naming_the_field(
+    client: httpx2.AsyncClient, url: str, body: dict[str, Any], field: str
+) -> None:
+    await populate(client)
+    r = await client.post(url, json=body)
+    assert r.status_code == 400, r.text
+    status = r.json()
+    assert status["message"].startswith("Invalid Input: ")
+    assert field in [c["field"] for c in status["details"]["causes"]]
+
+
+async def test_an_allocatable_requirement_without_a_container_is_400(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    bare = {
+        "metadata": {"name": "bare"},
+        "spec": {"consumer": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+    }
+    assert (await client.post(f"{INTENT}/hpa-resource-consumers", json=bare)).status_code == 201
+    r = await client.post(
+        f"{INTENT}/hpa-resource-consumers/bare/resource-requirements",
+        json={"metadata": {"name": "r"}, "spec": {"name": "cpu", "requests": 1}},
+    )
+    assert r.status_code == 400
+    assert "container-name" in r.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [("POST", "/v2/projects"), ("PUT", P), ("POST", f"{CONSUMER}/resource-requirements"), ("POST", f"{DIG}/plan")],
+)
+async def test_unparsable_json_is_422(client: httpx2.AsyncClient, method: str, url: str) -> None:
+    await populate(client)
+    r = await client.request(method, url, content=b'{"metadata": ', headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["kind"] == "Status"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [(P, "metadata.name: must match the URL (p)"), (CA, "spec.compositeAppVersion: must match the URL (ca/v1)")],
+)
+async def test_put_with_another_name_than_the_url_is_400(client: httpx2.AsyncClient, url: str, message: str) -> None:
+    await populate(client)
+    body = (await client.get(url)).json()
+    body["metadata"]["name"] = "other" if url == P else body["metadata"]["name"]
+    if url == CA:
+        body["spec"]["compositeAppVersion"] = "v2"
+    r = await client.put(url, json=body)
+    assert r.status_code == 400
+    assert r.json()["message"] == f"Invalid Input: {message}"
+
+
+async def test_an_empty_body_is_400(client: httpx2.AsyncClient) -> None:
+    r = await client.post("/v2/projects", content=b"", headers={"content-type": "application/json"})
+    assert r.status_code == 400
+
+
+async def test_plan_and_instantiate_accept_an_empty_body(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    assert (await client.post(f"{DIG}/plan")).status_code == 200
+    assert (await client.post(f"{DIG}/plan", json={})).status_code == 200
+
+
+async def test_the_openapi_document_describes_the_fleet_api(client: httpx2.AsyncClient) -> None:
+    doc = (await client.get("/openapi.json")).json()
+    paths = doc["paths"]
+    assert set(paths[CA.replace("/p/", "/{project}/").replace("/ca/v1", "/{compositeApp}/{version}")]) == {
+        "get",
+        "put",
+        "delete",
+    }
+    capp = "/v2/projects/{project}/composite-apps/{compositeApp}/{version}"
+    dig = f"{capp}/deployment-intent-groups/{{deploymentIntentGroup}}"
+    for verb in ("plan", "instantiate", "approve", "terminate"):
+        assert "post" in paths[f"{dig}/{verb}"]
+    assert "get" in paths[f"{dig}/status"]
+    requirement = paths[f"{dig}/hpa-intents/{{hpaIntent}}/hpa-resource-consumers/{{consumer}}/resource-requirements"][
+        "post"
+    ]
+    assert set(requirement["responses"]) >= {"201", "400", "404", "409", "422"}
+    assert "PlacementStatus" in doc["components"]["schemas"]

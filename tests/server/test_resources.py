@@ -1,0 +1,180 @@
+"""The resource API's pure parts: which URL addresses what, and how a body is checked against its URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from devplace import errors
+from devplace.server.resources import (
+    Target,
+    delete_preconditions,
+    list_body,
+    prepare_write,
+    resolve,
+    watch_response,
+)
+from devplace.store.base import Event
+
+
+def config(name: str = "cam", **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "akri.sh/v0",
+        "kind": "Configuration",
+        "metadata": {"name": name, **meta},
+        "spec": {"discoveryHandler": {"name": "debugEcho"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("api_version", "plural", "namespace", "name", "kind", "store_ns"),
+    [
+        ("devplace.io/v1alpha1", "configurations", "default", "x", "Configuration", "default"),
+        ("akri.sh/v0", "instances", "team-a", None, "Instance", "team-a"),
+        ("v1", "nodes", None, "node-a", "Node", ""),
+        ("devplace.io/v1alpha1", "resourceclasses", None, None, "ResourceClass", ""),
+        ("apps/v1", "deployments", "default", "web", "Deployment", "default"),
+        ("batch/v1", "jobs", None, None, "Job", ""),  # a namespaced kind listed across namespaces
+    ],
+)
+def test_resolve_finds_the_kind_its_scope_allows(
+    api_version: str, plural: str, namespace: str | None, name: str | None, kind: str, store_ns: str
+) -> None:
+    target = resolve(api_version, plural, namespace, name)
+    assert (target.info.kind, target.store_namespace, target.name) == (kind, store_ns, name)
+
+
+@pytest.mark.parametrize(
+    ("api_version", "plural", "namespace", "name", "creating", "says"),
+    [
+        ("devplace.io/v1alpha1", "widgets", None, None, False, "widgets"),
+        ("apps/v1", "configurations", "default", None, False, "apps/v1 does not serve configurations"),
+        ("v1", "configurations", "default", None, False, "v1 does not serve configurations"),
+        ("devplace.io/v1alpha1", "nodes", None, None, False, "does not serve nodes"),
+        ("v1", "nodes", "default", "node-a", False, "Node is cluster-scoped"),
+        ("devplace.io/v1alpha1", "resourceclasses", "default", None, False, "ResourceClass is cluster-scoped"),
+        ("akri.sh/v0", "configurations", None, "x", False, "Configuration is namespaced"),
+        ("v1", "pods", None, None, True, "Pod is namespaced"),
+    ],
+)
+def test_resolve_refuses_paths_the_registry_does_not_serve_with_not_found(
+    api_version: str, plural: str, namespace: str | None, name: str | None, creating: bool, says: str
+) -> None:
+    with pytest.raises(errors.NotFound) as caught:
+        resolve(api_version, plural, namespace, name, creating=creating)
+    assert says in caught.value.message
+
+
+def target(namespace: str | None = "default", name: str | None = None) -> Target:
+    return resolve("devplace.io/v1alpha1", "configurations", namespace, name)
+
+
+def test_prepare_write_fills_the_namespace_kind_and_api_version_from_the_url() -> None:
+    body = {"metadata": {"name": "cam"}, "spec": {"discoveryHandler": {"name": "debugEcho"}}}
+    obj = prepare_write(body, target("team-a"))
+    assert obj["kind"] == "Configuration"
+    assert obj["apiVersion"] == "devplace.io/v1alpha1"
+    assert obj["metadata"]["namespace"] == "team-a"
+
+
+def test_prepare_write_keeps_the_body_api_version_when_the_kind_serves_it() -> None:
+    assert prepare_write(config(), target())["apiVersion"] == "akri.sh/v0"
+
+
+def test_prepare_write_takes_the_name_from_the_url_for_an_update_without_one() -> None:
+    body = config()
+    del body["metadata"]["name"]
+    assert prepare_write(body, target(name="from-url"))["metadata"]["name"] == "from-url"
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "field"),
+    [
+        (config(namespace="other"), target("default"), "metadata.namespace"),
+        (config("cam"), target(name="dog"), "metadata.name"),
+        ({**config(), "kind": "Instance"}, target(), "kind"),
+        ({**config(), "apiVersion": "apps/v1"}, target(), "apiVersion"),
+        ({**config(), "spec": {"discoveryHandler": {"name": "x"}, "capacity": 0}}, target(), "spec.capacity"),
+        (config("Not_A_Name"), target(), "metadata.name"),
+    ],
+)
+def test_prepare_write_refuses_a_body_naming_something_else_with_the_field(
+    body: dict[str, Any], where: Target, field: str
+) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        prepare_write(body, where)
+    assert field in [f.path for f in caught.value.fields]
+
+
+@pytest.mark.parametrize(
+    ("body", "query", "expected"),
+    [
+        (None, None, (None, None)),
+        (None, "7", ("7", None)),
+        ({"preconditions": {"resourceVersion": "9"}}, "7", ("9", None)),
+        ({"preconditions": {"resourceVersion": 9, "uid": "u-1"}}, None, ("9", "u-1")),
+        ({"kind": "DeleteOptions", "apiVersion": "v1"}, None, (None, None)),
+    ],
+)
+def test_delete_preconditions_come_from_the_body_then_the_query(
+    body: dict[str, Any] | None, query: str | None, expected: tuple[str | None, str | None]
+) -> None:
+    pre = delete_preconditions(body, query)
+    assert (pre.resource_version, pre.uid) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "query", "field"),
+    [
+        ({"preconditions": "7"}, None, "preconditions"),
+        ({"preconditions": {"resourceVersion": True}}, None, "preconditions.resourceVersion"),
+        ({"preconditions": {"uid": 5}}, None, "preconditions.uid"),
+        (None, "seven", "preconditions.resourceVersion"),
+        (None, "-1", "preconditions.resourceVersion"),
+    ],
+)
+def test_delete_preconditions_refuse_malformed_values(
+    body: dict[str, Any] | None, query: str | None, field: str
+) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        delete_preconditions(body, query)
+    assert caught.value.fields[0].path == field
+
+
+def test_list_body_is_a_kind_list_at_the_requested_group_version() -> None:
+    where = resolve("akri.sh/v0", "instances", None, None)
+    assert list_body(where, [], 12) == {
+        "kind": "InstanceList",
+        "apiVersion": "akri.sh/v0",
+        "metadata": {"resourceVersion": "12"},
+        "items": [],
+    }
+
+
+async def _one_then_gone() -> AsyncIterator[Event]:
+    yield Event("ADDED", {"kind": "Node", "metadata": {"name": "a", "resourceVersion": "3"}}, 3)
+    await asyncio.sleep(0)
+    raise errors.Gone("revision 3 has been compacted")
+
+
+async def _gone_at_once() -> AsyncIterator[Event]:
+    raise errors.Gone("revision 1 has been compacted")
+    yield  # pragma: no cover
+
+
+async def test_a_watch_that_fails_at_once_raises_before_any_byte_is_streamed() -> None:
+    with pytest.raises(errors.Gone):
+        await watch_response(_gone_at_once(), since=1, timeout=None)
+
+
+async def test_a_watch_that_fails_mid_stream_ends_with_an_error_event_carrying_the_status() -> None:
+    response = await watch_response(_one_then_gone(), since=2, timeout=None)
+    assert response.headers["x-devplace-watch-from"] == "2"
+    lines = [json.loads(chunk) async for chunk in response.body_iterator]  # type: ignore[attr-defined]
+    assert [line["type"] for line in lines] == ["ADDED", "ERROR"]
+    assert lines[1]["object"]["code"] == 410
+    assert lines[1]["object"]["reason"] == "Expired"

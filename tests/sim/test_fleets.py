@@ -1,0 +1,253 @@
+"""The Fleet API: nodes, manifests, pods, settling and time, over real parts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from devplace import errors
+from devplace.clocks import FakeClock
+from devplace.deviceplugin import constants
+from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
+from devplace.sim import Fleet
+from devplace.store import MemoryStore
+from tests.sim.plugins import FakePlugin
+
+CONFIG = """
+apiVersion: devplace.io/v1alpha1
+kind: Configuration
+metadata:
+  name: cams
+spec:
+  discoveryHandler:
+    name: sim
+  capacity: 2
+"""
+
+
+@pytest.fixture
+async def fleet() -> AsyncIterator[Fleet]:
+    async with Fleet() as running:
+        running.add_node("node-a")
+        await running.settle()
+        yield running
+
+
+async def test_apply_creates_validated_objects_and_reapplying_the_same_manifest_writes_nothing(fleet):
+    [created] = await fleet.apply(CONFIG)
+    assert created["metadata"]["namespace"] == "default"
+    assert created["spec"]["uniqueDevices"] is True
+    revision = await fleet.store.revision()
+    [again] = await fleet.apply(CONFIG)
+    assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert await fleet.store.revision() == revision
+
+
+async def test_apply_updates_by_compare_and_swap_and_keeps_status(fleet):
+    [created] = await fleet.apply(CONFIG)
+    created["status"] = {"conditions": [{"type": "Seen", "status": "True"}]}
+    await fleet.store.update(created)
+    [updated] = await fleet.apply(CONFIG.replace("capacity: 2", "capacity: 3"))
+    assert updated["spec"]["capacity"] == 3
+    assert updated["status"] == {"conditions": [{"type": "Seen", "status": "True"}]}
+    assert updated["metadata"]["uid"] == created["metadata"]["uid"]
+    assert updated["metadata"]["generation"] == 2
+
+
+async def test_apply_accepts_a_dict_and_a_list_of_dicts(fleet):
+    node = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one"}, "data": {"a": "1"}}
+    [one] = await fleet.apply(node)
+    two = await fleet.apply([{**node, "metadata": {"name": "two"}}, {**node, "metadata": {"name": "three"}}])
+    assert one["metadata"]["name"] == "one"
+    assert [o["metadata"]["name"] for o in two] == ["two", "three"]
+
+
+async def test_a_bad_document_is_refused_naming_it_and_its_field_and_nothing_is_written(fleet):
+    bad = CONFIG + "---\n" + CONFIG.replace("name: cams", "name: other").replace("capacity: 2", "capacity: -1")
+    with pytest.raises(errors.Invalid) as info:
+        await fleet.apply(bad)
+    assert "document 2" in info.value.message
+    assert any(f.path == "spec.capacity" for f in info.value.fields)
+    assert await fleet.list("Configuration") == []
+    with pytest.raises(errors.Invalid, match="document 1"):
+        await fleet.apply({"apiVersion": "v1", "kind": "Nope", "metadata": {"name": "x"}})
+
+
+async def test_get_list_and_delete_resolve_kinds_and_namespaces(fleet):
+    await fleet.apply(CONFIG)
+    await fleet.apply(CONFIG.replace("name: cams", "name: cams\n  namespace: lab"))
+    assert (await fleet.get("Configuration", "cams"))["metadata"]["namespace"] == "default"
+    assert (await fleet.get("configurations", "cams", "lab"))["metadata"]["namespace"] == "lab"
+    assert await fleet.get("Configuration", "missing") is None
+    assert len(await fleet.list("Configuration")) == 2
+    assert len(await fleet.list("Configuration", namespace="lab")) == 1
+    assert [n["metadata"]["name"] for n in await fleet.list("Node")] == ["node-a"]
+    deleted = await fleet.delete("Configuration", "cams", "lab")
+    assert deleted["metadata"]["name"] == "cams"
+    with pytest.raises(errors.NotFound):
+        await fleet.delete("Configuration", "cams", "lab")
+    with pytest.raises(errors.Invalid, match="cluster-scoped"):
+        await fleet.get("Node", "node-a", "default")
+
+
+async def test_nodes_added_while_running_start_and_settle_awaits_them(fleet):
+    fleet.add_node("node-b")
+    await fleet.settle()
+    assert fleet.nodes == ["node-a", "node-b"]
+    assert fleet.agent("node-b").is_idle()
+    assert (await fleet.get("Node", "node-b"))["status"]["capacity"]["pods"] == "110"
+    with pytest.raises(errors.AlreadyExists):
+        fleet.add_node("node-b")
+    with pytest.raises(errors.Invalid) as info:
+        fleet.add_node("Node_B")
+    assert info.value.fields[0].path == "name"
+
+
+async def test_plugged_devices_become_instances_and_resources_every_node_sees(fleet):
+    fleet.add_node("node-b")
+    fleet.plug("cam-1", nodes=["node-a", "node-b"], properties={"model": "x"})
+    await fleet.apply(CONFIG)
+    await fleet.settle()
+    [instance] = await fleet.list("Instance")
+    name = instance["metadata"]["name"]
+    assert name.startswith("cams-")
+    assert sorted(instance["spec"]["nodes"]) == ["node-a", "node-b"]
+    expected = {"devplace.io/cams": 1, f"devplace.io/{name}": 2}
+    assert fleet.available("node-a") == expected
+    assert fleet.capacity("node-b") == expected
+    assert fleet.allocatable("node-b") == expected
+
+    fleet.unplug("cam-1", nodes=["node-a"])
+    await fleet.settle()
+    [instance] = await fleet.list("Instance")
+    assert instance["spec"]["nodes"] == ["node-b"]
+    assert fleet.available("node-a") == {}
+
+
+async def test_run_pod_returns_the_kubelets_verdict(fleet):
+    fleet.plug("cam-1", nodes=["node-a"])
+    await fleet.apply(CONFIG)
+    await fleet.settle()
+    ok = await fleet.run_pod("p1", node="node-a", requests={"devplace.io/cams": 1})
+    assert ok["status"]["phase"] == "Running"
+    assert ok["spec"]["nodeName"] == "node-a"
+    too_many = await fleet.run_pod("p2", node="node-a", requests={"devplace.io/cams": 1})
+    assert (too_many["status"]["phase"], too_many["status"]["reason"]) == ("Failed", "OutOfdevplace.io/cams")
+    plain = await fleet.run_pod("p3", node="node-a", containers=[{"name": "a"}, {"name": "b"}], namespace="lab")
+    assert [c["name"] for c in plain["status"]["containerStatuses"]] == ["a", "b"]
+    with pytest.raises(errors.Invalid, match="no node 'node-z'"):
+        await fleet.run_pod("p4", node="node-z", requests={})
+
+
+async def test_advance_moves_fake_time_in_steps_and_settles(fleet):
+    start = fleet.clock.now()
+    await fleet.advance(25.0, step=10.0)
+    assert fleet.clock.now() == pytest.approx(start + 25.0)
+    with pytest.raises(errors.Invalid):
+        await fleet.advance(-1)
+
+
+async def test_restart_kubelet_waits_until_plugins_register_again(fleet):
+    fleet.plug("cam-1", nodes=["node-a"])
+    await fleet.apply(CONFIG)
+    await fleet.settle()
+    before = fleet.kubelet("node-a").registrations
+    await fleet.restart_kubelet("node-a")
+    assert fleet.kubelet("node-a").registrations == before + 2
+    assert len(fleet.kubelet("node-a").endpoints()) == 2
+
+
+class _SilentPlugin(FakePlugin):
+    """Registers, then never sends its device list: the kubelet's handshake stays open."""
+
+    async def ListAndWatch(self, request: dp_pb2.Empty, context: Any) -> AsyncIterator[dp_pb2.ListAndWatchResponse]:  # type: ignore[override]
+        await asyncio.Event().wait()
+        yield dp_pb2.ListAndWatchResponse()
+
+
+async def test_settle_names_the_busy_parts_when_it_times_out(fleet):
+    kubelet = fleet.kubelet("node-a")
+    plugin = _SilentPlugin(
+        kubelet.kubelet_dir / constants.DEVICE_PLUGIN_DIR, "example.com/silent", {}, endpoint="s.sock"
+    )
+    await plugin.start()
+    try:
+        await plugin.register(kubelet.registration_socket)
+        with pytest.raises(errors.Unavailable, match=r"kubelet node-a \(handshake with s\.sock\)"):
+            await fleet.settle(timeout=0.2)
+    finally:
+        await plugin.stop()
+
+
+async def test_a_fleet_over_a_given_store_leaves_it_open(clock: FakeClock):
+    store = MemoryStore(clock=clock)
+    async with Fleet(store=store, clock=clock) as fleet:
+        fleet.add_node("node-a")
+        await fleet.settle()
+        assert fleet.store is store
+    assert (await store.get("Node", "node-a"))["metadata"]["name"] == "node-a"
+
+
+async def test_parts_of_a_fleet_that_is_not_running_are_unavailable():
+    fleet = Fleet()
+    fleet.add_node("node-a")
+    with pytest.raises(errors.Unavailable):
+        fleet.kubelet("node-a")
+    with pytest.raises(errors.Unavailable):
+        fleet.agent("node-a")
+
+
+class _Labeller:
+    """A tiny cluster-level part: labels every Node it sees, then reports idle."""
+
+    def __init__(self, store: Any, clock: FakeClock) -> None:
+        self.store = store
+        self.started = self.stopped = False
+        self._task: asyncio.Task[None] | None = None
+        self._busy = False
+
+    async def start(self) -> None:
+        self.started = True
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for change in self.store.watch("Node", since=0):
+            if change.type == "DELETED" or "seen" in (change.object["metadata"].get("labels") or {}):
+                continue
+            self._busy = True
+            try:
+                node = change.object
+                node["metadata"].setdefault("labels", {})["seen"] = "yes"
+                try:
+                    await self.store.update(node)
+                except errors.Conflict:
+                    pass
+            finally:
+                self._busy = False
+
+    async def stop(self) -> None:
+        self.stopped = True
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    def is_idle(self) -> bool:
+        return not self._busy
+
+
+async def test_cluster_level_parts_run_beside_the_nodes_and_settle_waits_for_them():
+    async with Fleet() as fleet:
+        fleet.add_node("node-a")
+        fleet.add_part("labeller", _Labeller)
+        await fleet.settle()
+        part = fleet.part("labeller")
+        assert part.started
+        assert (await fleet.get("Node", "node-a"))["metadata"]["labels"]["seen"] == "yes"
+        with pytest.raises(errors.AlreadyExists):
+            fleet.add_part("labeller", _Labeller)
+        with pytest.raises(errors.Invalid):
+            fleet.part("nope")
+    assert part.stopped

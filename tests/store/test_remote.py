@@ -1,0 +1,183 @@
+"""The remote backend's own promises (the shared contract runs it too, via tests/store/conftest.py):
+errors come back as the devplace errors the server's store raised, paths follow the registry, and a watch survives
+the server going away and coming back, losing and repeating nothing (or raising Gone if history was compacted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from typing import Any
+
+import pytest
+
+from devplace import errors
+from devplace.clocks import FakeClock
+from devplace.server import errors as http_errors
+from devplace.server.app import create_app, running
+from devplace.store import MemoryStore
+from devplace.store.remote import RemoteStore, error_from_status
+from tests.servers import free_port, serve_app
+from tests.store.samples import WATCH_BOUND, configmap, node, take
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        errors.NotFound("ConfigMap default/a not found"),
+        errors.AlreadyExists("ConfigMap default/a already exists"),
+        errors.Conflict("resourceVersion 3 is stale"),
+        errors.Gone("revision 2 has been compacted"),
+        errors.Refused("slot held by node-b"),
+        errors.Forbidden("node-a may not write node-b's slot"),
+        errors.Unavailable("store is closed"),
+        errors.Invalid.field("spec.capacity", "Input should be greater than or equal to 1"),
+    ],
+)
+def test_every_error_survives_the_trip_through_a_status_body(err: errors.DevplaceError) -> None:
+    back = error_from_status(http_errors.http_status(err), http_errors.status_body(err))
+    assert type(back) is type(err)
+    assert back.message == err.message
+    if isinstance(err, errors.Invalid):
+        assert isinstance(back, errors.Invalid)
+        assert back.fields == err.fields
+
+
+@pytest.mark.parametrize(
+    ("code", "body", "expected"),
+    [
+        (400, {"message": "the request body is not valid JSON"}, errors.Invalid),
+        (413, {"message": "too large"}, errors.Invalid),
+        (405, None, errors.Invalid),
+        (500, {"message": "internal error"}, errors.Unavailable),
+        (502, "<html>bad gateway</html>", errors.Unavailable),
+    ],
+)
+def test_other_answers_map_to_the_nearest_error(code: int, body: Any, expected: type[errors.DevplaceError]) -> None:
+    assert type(error_from_status(code, body, "fallback")) is expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "namespace", "path", "params"),
+    [
+        ("ConfigMap", "default", "/api/v1/namespaces/default/configmaps", {"watch": "1"}),
+        ("ConfigMap", None, "/api/v1/configmaps", {"watch": "1"}),
+        ("Configuration", "team", "/apis/devplace.io/v1alpha1/namespaces/team/configurations", {"watch": "1"}),
+        ("Node", "", "/api/v1/nodes", {"watch": "1"}),
+        ("Node", None, "/api/v1/nodes", {"watch": "1"}),
+        ("Node", "default", "/store/watch", {"kind": "Node", "namespace": "default"}),
+        ("ConfigMap", "", "/store/watch", {"kind": "ConfigMap", "namespace": ""}),
+        (None, None, "/store/watch", {}),
+        (None, "team", "/store/watch", {"namespace": "team"}),
+    ],
+)
+def test_watch_uses_the_kubernetes_path_when_there_is_one(
+    kind: str | None, namespace: str | None, path: str, params: dict[str, str]
+) -> None:
+    assert RemoteStore("http://127.0.0.1:1")._watch_path(kind, namespace) == (path, params)
+
+
+async def test_an_unknown_kind_is_invalid_before_any_request() -> None:
+    store = RemoteStore("http://127.0.0.1:1")  # nothing listens there: a request would be Unavailable
+    with pytest.raises(errors.Invalid) as caught:
+        await store.get("Gadget", "a", "default")
+    assert caught.value.fields[0].path == "kind"
+    await store.close()
+
+
+async def test_a_server_that_does_not_answer_is_unavailable() -> None:
+    store = RemoteStore(f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(errors.Unavailable):
+        await store.get("ConfigMap", "a", "default")
+    await store.close()
+
+
+async def test_an_akri_object_goes_to_the_akri_path_and_keeps_its_api_version(memory_store: MemoryStore) -> None:
+    async with serve_app(create_app(memory_store, fleet_api=False)) as url:
+        store = RemoteStore(url)
+        obj = {
+            "apiVersion": "akri.sh/v0",
+            "kind": "Configuration",
+            "metadata": {"name": "cam", "namespace": "default"},
+            "spec": {"discoveryHandler": {"name": "debugEcho"}},
+        }
+        created = await store.create(obj)
+        assert created["apiVersion"] == "akri.sh/v0"
+        assert created["spec"] == obj["spec"]  # stored as written: no defaults added
+        assert await memory_store.get("Configuration", "cam", "default") == created
+        await store.close()
+
+
+async def test_a_watch_resumes_across_a_server_restart_losing_and_repeating_nothing() -> None:
+    backing = MemoryStore()
+    app = create_app(backing, fleet_api=False)
+    port = free_port()
+    store = RemoteStore(f"http://127.0.0.1:{port}")
+    try:
+        async with running(app, port=port):
+            await store.create(node("a"))
+            stream = store.watch("Node", since=0)
+            (first,) = await take(stream, 1)
+        await backing.create(node("b"))  # written while the server is down
+        async with running(app, port=port):
+            c = await store.create(node("c"))
+            rest = await take(stream, 2)
+        await stream.aclose()  # type: ignore[attr-defined]
+    finally:
+        await store.close()
+    assert [(e.type, e.object["metadata"]["name"], e.revision) for e in [first, *rest]] == [
+        ("ADDED", "a", 1),
+        ("ADDED", "b", 2),
+        ("ADDED", "c", 3),
+    ]
+    assert rest[1].object == c
+
+
+async def test_a_watch_resuming_after_compaction_raises_gone() -> None:
+    backing = MemoryStore()
+    app = create_app(backing, fleet_api=False)
+    port = free_port()
+    store = RemoteStore(f"http://127.0.0.1:{port}")
+    try:
+        async with running(app, port=port):
+            await store.create(configmap("a"))
+            stream = store.watch("ConfigMap", since=0)
+            await take(stream, 1)
+        await backing.create(configmap("b"))
+        await backing.create(configmap("c"))
+        await backing.compact(2)  # the watch's next revision (2) is gone
+        async with running(app, port=port):
+            with pytest.raises(errors.Gone):
+                await take(stream, 1)
+    finally:
+        await store.close()
+
+
+async def test_a_watch_whose_server_never_returns_gives_up_with_unavailable(clock: FakeClock) -> None:
+    port = free_port()
+    backing = MemoryStore()
+    store = RemoteStore(f"http://127.0.0.1:{port}", clock=clock)
+    async with running(create_app(backing, fleet_api=False), port=port):
+        await store.create(node("a"))
+        stream = store.watch("Node", since=0)
+        await take(stream, 1)
+    pending = asyncio.ensure_future(anext(stream))
+    for _ in range(200):  # drive the reconnect backoff on the fake clock (bounded)
+        if pending.done():
+            break
+        await clock.advance(1)
+        await asyncio.sleep(0.01)
+    with pytest.raises(errors.Unavailable):
+        await asyncio.wait_for(pending, WATCH_BOUND)
+    await store.close()
+
+
+async def test_closing_the_store_ends_an_open_watch_with_unavailable(memory_store: MemoryStore) -> None:
+    async with serve_app(create_app(memory_store, fleet_api=False)) as url:
+        store = RemoteStore(url)
+        async with aclosing(store.watch("Node")) as stream:
+            pending = asyncio.ensure_future(anext(stream))
+            await asyncio.sleep(0.2)  # let the stream open (a real wait for I/O, not for behaviour)
+            await store.close()
+            with pytest.raises(errors.Unavailable):
+                await asyncio.wait_for(pending, WATCH_BOUND)

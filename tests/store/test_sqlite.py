@@ -1,0 +1,355 @@
+"""What only the sqlite backend promises: a file that survives reopening and kill -9, shared by processes.
+
+Subprocesses run tests/store/writers.py; each test stops exactly the processes it started, by PID. A second
+`SqliteStore` on the same file in this process is another connection, which is all "another process" means to
+SQLite, so most multi-writer cases run without spawning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from pathlib import Path
+
+import pytest
+
+from devplace import errors
+from devplace.clocks import FakeClock
+from devplace.store import Event, open_store
+from devplace.store import sqlite as sqlite_backend
+from devplace.store.sqlite import SqliteStore
+from tests.store.samples import WATCH_BOUND, configmap, rv, take
+
+WRITERS = Path(__file__).with_name("writers.py")
+PROCESS_BOUND = 60.0  # seconds a writer process may take; a bound, not an expectation
+
+Spawn = Callable[..., Awaitable[asyncio.subprocess.Process]]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "store.db")
+
+
+@pytest.fixture
+async def store(db: str, clock: FakeClock) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(db, clock=clock, poll_interval=0.01)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def spawn() -> AsyncIterator[Spawn]:
+    """Start writer processes; whatever is still running at teardown is killed, by its PID."""
+    started: list[asyncio.subprocess.Process] = []
+
+    async def start(*args: str) -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(WRITERS), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.returncode is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            await proc.wait()
+
+
+async def finish(proc: asyncio.subprocess.Process) -> list[int]:
+    """Wait for a writer to exit cleanly; the revisions it reported committed."""
+    out, err = await asyncio.wait_for(proc.communicate(), PROCESS_BOUND)
+    assert proc.returncode == 0, err.decode()
+    return [int(line) for line in out.split()]
+
+
+async def history(store: SqliteStore) -> list[Event]:
+    """Every event still in the store, from revision 1."""
+    head = await store.revision()
+    async with aclosing(store.watch(since=0)) as stream:
+        return await take(stream, head)
+
+
+# -- the file -------------------------------------------------------------------------------------------------
+
+
+async def test_the_file_is_in_wal_mode(store: SqliteStore, db: str) -> None:
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_objects_history_and_revision_survive_reopen(db: str, clock: FakeClock) -> None:
+    first = SqliteStore(db, clock=clock)
+    a = await first.create(configmap("a", x="1"))
+    a["data"]["x"] = "2"
+    a = await first.update(a)
+    b = await first.create(configmap("b"))
+    await first.delete("ConfigMap", "b", "default")
+    before = await history(first)
+    await first.close()
+
+    again = SqliteStore(db, clock=clock)
+    try:
+        assert await again.get("ConfigMap", "a", "default") == a
+        assert (await again.list("ConfigMap")).items == [a]
+        assert await again.revision() == 4
+        assert await history(again) == before
+        assert rv(await again.create(configmap("b"))) == 5
+        assert rv(b) == 3
+    finally:
+        await again.close()
+
+
+async def test_compaction_survives_reopen(db: str) -> None:
+    first = SqliteStore(db)
+    for i in range(4):
+        await first.create(configmap(f"o{i}"))
+    await first.compact(2)
+    await first.close()
+    again = SqliteStore(db)
+    try:
+        async with aclosing(again.watch(since=1)) as stream:
+            with pytest.raises(errors.Gone):
+                await anext(stream)
+        async with aclosing(again.watch(since=2)) as stream:
+            assert [e.revision for e in await take(stream, 2)] == [3, 4]
+    finally:
+        await again.close()
+
+
+async def test_compacting_everything_keeps_the_revision_counting(db: str) -> None:
+    first = SqliteStore(db)
+    for i in range(3):
+        await first.create(configmap(f"o{i}"))
+    await first.compact(3)
+    await first.close()
+    again = SqliteStore(db)
+    try:
+        assert await again.revision() == 3
+        assert rv(await again.create(configmap("next"))) == 4
+    finally:
+        await again.close()
+
+
+async def test_open_store_opens_sqlite_urls(tmp_path: Path) -> None:
+    opened = open_store(f"sqlite:///{tmp_path}/via-url.db")
+    try:
+        assert isinstance(opened, SqliteStore)
+        assert opened.path == f"{tmp_path}/via-url.db"
+        await opened.create(configmap("a"))
+    finally:
+        await opened.close()
+    assert (tmp_path / "via-url.db").exists()
+
+
+async def test_a_store_in_a_missing_directory_is_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(errors.Unavailable):
+        SqliteStore(str(tmp_path / "no" / "such" / "dir.db"))
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ({"synchronous": "SOMETIMES"}, "synchronous"),
+        ({"poll_interval": 0}, "poll_interval"),
+        ({"history_limit": 0}, "history_limit"),
+    ],
+)
+def test_bad_settings_are_invalid(db: str, setting: dict, field: str) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        SqliteStore(db, **setting)
+    assert [f.path for f in caught.value.fields] == [field]
+
+
+async def test_an_object_that_is_not_json_is_invalid_and_nothing_is_written(store: SqliteStore) -> None:
+    with pytest.raises(errors.Invalid):
+        await store.create({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {1, 2}})
+    assert await store.revision() == 0
+    created = await store.create(configmap("a"))
+    created["data"] = {"when": object()}
+    with pytest.raises(errors.Invalid):
+        await store.update(created)
+    assert await store.revision() == 1
+    assert (await store.get("ConfigMap", "a", "default"))["data"] == {}
+
+
+async def test_a_write_blocked_past_the_busy_timeout_is_unavailable_and_writes_nothing(db: str) -> None:
+    store = SqliteStore(db, busy_timeout=0.05)
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        created = await store.create(configmap("a"))
+        blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        with pytest.raises(errors.Unavailable):
+            await store.update(created)
+        with pytest.raises(errors.Unavailable):
+            await store.create(configmap("b"))
+        blocker.execute("ROLLBACK")
+        assert await store.revision() == 1
+        assert rv(await store.update(created)) == 2
+    finally:
+        blocker.close()
+        await store.close()
+
+
+# -- history --------------------------------------------------------------------------------------------------
+
+
+async def test_history_limit_compacts_old_events_automatically(db: str) -> None:
+    store = SqliteStore(db, history_limit=10)
+    try:
+        for i in range(30):
+            await store.create(configmap(f"o{i}"))
+        async with aclosing(store.watch(since=0)) as stream:
+            with pytest.raises(errors.Gone):
+                await anext(stream)
+        async with aclosing(store.watch(since=20)) as stream:
+            assert [e.revision for e in await take(stream, 10)] == list(range(21, 31))
+    finally:
+        await store.close()
+
+
+async def test_replay_longer_than_a_page_is_complete_and_in_order(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_backend, "_REPLAY_PAGE", 3)
+    nodes = []
+    for i in range(10):
+        await store.create(configmap(f"o{i}"))
+        nodes.append(await store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"}}))
+    async with aclosing(store.watch("Node", since=0)) as stream:
+        assert [e.object for e in await take(stream, 10)] == nodes
+    async with aclosing(store.watch(since=0)) as stream:
+        assert [e.revision for e in await take(stream, 20)] == list(range(1, 21))
+
+
+async def test_a_watcher_that_falls_far_behind_rereads_the_file_and_misses_nothing(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_backend, "_PENDING_LIMIT", 4)
+    async with aclosing(store.watch("ConfigMap", since=0)) as stream:
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # the watcher is now parked, waiting for writes
+        written = [await store.create(configmap(f"o{i}")) for i in range(20)]
+        events = [await asyncio.wait_for(first, WATCH_BOUND), *await take(stream, 19)]
+    assert [e.object for e in events] == written
+
+
+async def test_a_watcher_waiting_on_a_closed_store_raises_unavailable(db: str) -> None:
+    store = SqliteStore(db)
+    stream = store.watch(since=0)
+    waiting = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0)
+    await store.close()
+    with pytest.raises(errors.Unavailable):
+        await asyncio.wait_for(waiting, WATCH_BOUND)
+
+
+# -- several connections and processes ------------------------------------------------------------------------
+
+
+async def test_writes_through_another_connection_reach_a_watcher_in_revision_order(store: SqliteStore, db: str) -> None:
+    other = SqliteStore(db)
+    try:
+        async with aclosing(store.watch("ConfigMap", since=0)) as stream:
+            first = asyncio.ensure_future(anext(stream))
+            await asyncio.sleep(0)  # the watcher is now parked, waiting for writes
+            theirs = await other.create(configmap("theirs-1"))
+            ours = await store.create(configmap("ours"))  # revision 2: our watcher must first fetch 1 from the file
+            later = await other.create(configmap("theirs-2"))  # no local write follows: found by polling
+            events = [await asyncio.wait_for(first, WATCH_BOUND), *await take(stream, 2)]
+        assert [e.object for e in events] == [theirs, ours, later]
+    finally:
+        await other.close()
+
+
+async def test_a_local_write_after_a_foreign_one_is_delivered_after_it_even_mid_stream(
+    store: SqliteStore, db: str
+) -> None:
+    other = SqliteStore(db)
+    try:
+        async with aclosing(store.watch("ConfigMap", since=0)) as stream:
+            first = asyncio.ensure_future(anext(stream))
+            await asyncio.sleep(0)
+            a = await store.create(configmap("a"))
+            assert (await asyncio.wait_for(first, WATCH_BOUND)).object == a
+            # the watcher is suspended right after yielding `a`; revision 3 reaches it directly, 2 only via the file
+            theirs = await other.create(configmap("theirs"))
+            ours = await store.create(configmap("ours"))
+            assert [e.object for e in await take(stream, 2)] == [theirs, ours]
+    finally:
+        await other.close()
+
+
+async def test_a_lagging_watcher_whose_events_another_connection_compacted_raises_gone(
+    store: SqliteStore, db: str
+) -> None:
+    other = SqliteStore(db)
+    try:
+        await other.create(configmap("a"))
+        await other.create(configmap("b"))
+        async with aclosing(store.watch("ConfigMap", since=0)) as stream:
+            assert [e.revision for e in await take(stream, 1)] == [1]
+            for i in range(3):
+                await other.create(configmap(f"more-{i}"))
+            await other.compact(4)
+            assert [e.revision for e in await take(stream, 1)] == [2]  # already read with revision 1
+            with pytest.raises(errors.Gone):
+                await take(stream, 1)
+    finally:
+        await other.close()
+
+
+async def test_writes_of_another_process_reach_a_watcher_in_this_one(store: SqliteStore, db: str, spawn: Spawn) -> None:
+    async with aclosing(store.watch("ConfigMap", since=await store.revision())) as stream:
+        reported = await finish(await spawn("create", db, "remote", "5"))
+        remote = await take(stream, 5)
+        local = await store.create(configmap("local"))
+        (after,) = await take(stream, 1)
+    assert [(e.type, e.object["metadata"]["name"]) for e in remote] == [("ADDED", f"remote-{i}") for i in range(5)]
+    assert [e.revision for e in remote] == reported == [1, 2, 3, 4, 5]
+    assert after.object == local
+
+
+async def test_two_processes_incrementing_by_cas_lose_no_update(db: str, spawn: Spawn) -> None:
+    procs = [await spawn("counter", db, "40") for _ in range(2)]
+    reported = [r for revisions in await asyncio.gather(*(finish(p) for p in procs)) for r in revisions]
+    store = SqliteStore(db)
+    try:
+        counter = await store.get("ConfigMap", "counter", "default")
+        assert counter["data"]["count"] == "80"
+        assert len(set(reported)) == 80
+        assert rv(counter) == max(reported) == await store.revision()
+    finally:
+        await store.close()
+
+
+async def test_every_write_reported_committed_survives_kill_9_of_the_writer(db: str, spawn: Spawn) -> None:
+    proc = await spawn("counter", db, "0")  # increments until killed, printing each committed revision
+    assert proc.stdout is not None
+    reported: list[int] = []
+    while len(reported) < 60:
+        line = await asyncio.wait_for(proc.stdout.readline(), PROCESS_BOUND)
+        assert line, "the writer exited early"
+        reported.append(int(line))
+    os.kill(proc.pid, signal.SIGKILL)
+    rest, _ = await asyncio.wait_for(proc.communicate(), PROCESS_BOUND)
+    assert proc.returncode == -signal.SIGKILL
+    reported += [int(line) for line in rest.split()]
+
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    store = SqliteStore(db)
+    try:
+        events = await history(store)
+        assert set(reported) <= {e.revision for e in events}
+        counter = await store.get("ConfigMap", "counter", "default")
+        assert int(counter["data"]["count"]) == sum(1 for e in events if e.type == "MODIFIED")
+        assert rv(counter) == events[-1].revision >= max(reported)
+    finally:
+        await store.close()
