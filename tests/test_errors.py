@@ -15,6 +15,8 @@ def test_invalid_is_a_value_error_and_names_the_field() -> None:
     ("error", "kubernetes", "emco"),
     [
         (errors.Invalid("x"), 422, 400),
+        (errors.Malformed("x"), 400, 422),
+        (errors.TooLarge("x"), 413, 413),
         (errors.NotFound("x"), 404, 404),
         (errors.AlreadyExists("x"), 409, 409),
         (errors.Conflict("x"), 409, 409),

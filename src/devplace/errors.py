@@ -2,6 +2,8 @@
 
 DevplaceError
  +-- Invalid          bad input; names the field path and the reason (HTTP 422, gRPC INVALID_ARGUMENT)
+ |    +-- Malformed    the input does not parse at all: not JSON/YAML, not UTF-8, empty (HTTP 400; EMCO 422)
+ |    +-- TooLarge     the input is over a size limit (HTTP 413)
  +-- NotFound         the object (or a parent of it) does not exist (404, NOT_FOUND)
  +-- AlreadyExists    an object of that name exists (409, ALREADY_EXISTS)
  +-- Conflict         stale resourceVersion: somebody wrote first (409, ABORTED)
@@ -28,8 +30,10 @@ __all__ = [
     "Forbidden",
     "Gone",
     "Invalid",
+    "Malformed",
     "NotFound",
     "Refused",
+    "TooLarge",
     "Unavailable",
 ]
 
@@ -69,6 +73,14 @@ class Invalid(DevplaceError, ValueError):
         """The common case: one field, one reason; the message reads `path: reason`."""
         err = FieldError(path, reason)
         return cls(str(err), [err])
+
+
+class Malformed(Invalid):
+    reason = "BadRequest"
+
+
+class TooLarge(Invalid):
+    reason = "RequestEntityTooLarge"
 
 
 class NotFound(DevplaceError):

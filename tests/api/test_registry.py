@@ -298,3 +298,52 @@ def test_resource_class_with_a_namespace_is_refused() -> None:
     with pytest.raises(errors.Invalid) as caught:
         normalize(_resource_class({"key": "Kind", "operator": "Exists"}, namespace="default"))
     assert caught.value.fields[0].path == "metadata.namespace"
+
+
+@pytest.mark.parametrize(
+    ("obj", "path"),
+    [
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"akri.sh/cam": "1K"}}}]},
+            },
+            "spec.containers[0].resources.limits.akri.sh/cam",
+        ),
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "d"},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "initContainers": [{"name": "i", "resources": {"requests": {"memory": "2ki"}}}],
+                        }
+                    }
+                },
+            },
+            "spec.template.spec.initContainers[0].resources.requests.memory",
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}, "status": {"capacity": {"cpu": "NaN"}}},
+            "status.capacity.cpu",
+        ),
+    ],
+)
+def test_a_malformed_quantity_in_a_workload_is_refused_naming_its_full_path(obj: dict, path: str) -> None:
+    with pytest.raises(errors.Invalid) as info:
+        normalize(obj)
+    assert [f.path for f in info.value.fields] == [path]
+
+
+def test_well_formed_quantities_in_a_pod_are_accepted_and_kept_as_written() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1.5Gi"}}}]},
+    }
+    assert normalize(pod)["spec"] == pod["spec"]

@@ -246,9 +246,6 @@ async def test_a_streamed_body_over_the_limit_is_413_too(memory_store: MemorySto
     assert await memory_store.revision() == 0
 
 
-@pytest.mark.xfail(
-    reason="devplace.api does not validate quantities in Pod resources yet (Pod.spec is an untyped dict)", strict=False
-)
 async def test_a_pod_requesting_a_malformed_quantity_is_422_naming_it(api: httpx2.AsyncClient) -> None:
     pod = {
         "apiVersion": "v1",
@@ -257,7 +254,9 @@ async def test_a_pod_requesting_a_malformed_quantity_is_422_naming_it(api: httpx
         "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1K"}}}]},
     }
     body = assert_status(await api.post("/api/v1/namespaces/default/pods", json=pod), 422, "Invalid")
-    assert any("cpu" in c["field"] for c in body["details"]["causes"])
+    assert [c["field"] for c in body["details"]["causes"]] == ["spec.containers[0].resources.requests.cpu"]
+    assert "1K" in body["message"]
+    assert (await api.get("/api/v1/namespaces/default/pods")).json()["items"] == []
 
 
 # -- watch --------------------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.server.bodies import RequestRefused, decode_body, json_tree
+from devplace.server.bodies import decode_body, json_tree
+from devplace.server.errors import http_status
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
@@ -64,11 +65,11 @@ def test_keys_that_collide_as_json_text_are_refused() -> None:
         (b'{"a": NaN}', "application/json", "not valid JSON"),
     ],
 )
-def test_an_undecodable_body_is_a_400_naming_the_problem(raw: bytes, content_type: str | None, says: str) -> None:
-    with pytest.raises(RequestRefused) as caught:
+def test_an_undecodable_body_is_refused_naming_the_problem(raw: bytes, content_type: str | None, says: str) -> None:
+    with pytest.raises(errors.Invalid) as caught:
         decode_body(raw, content_type)
-    assert caught.value.status == 400
-    assert caught.value.reason == "BadRequest"
+    assert type(caught.value) is errors.Malformed
+    assert http_status(caught.value) == 400
     assert says in caught.value.message
 
 

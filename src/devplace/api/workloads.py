@@ -1,25 +1,69 @@
 """The subset of core Kubernetes kinds the parts use: Node, Pod, Service, ConfigMap, Job, Deployment.
 
 Only the fields devplace reads are typed; everything else a user writes is kept as-is (extra="allow"), so a real
-manifest round-trips through the store without losing fields.
+manifest round-trips through the store without losing fields. Resource amounts are checked wherever Kubernetes
+carries them (container requests/limits in a pod spec or pod template, a Node's capacity/allocatable): a quantity
+like `1K` is refused with its full field path, as the apiserver would.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field
 
+from devplace import errors
 from devplace.api.meta import Resource
+from devplace.api.quantity import Quantity
 from devplace.api.registry import register
 
 __all__ = ["ConfigMap", "Deployment", "Job", "Node", "Pod", "Service"]
+
+
+def _amount_problems(path: str, amounts: Any) -> Iterator[errors.FieldError]:
+    if amounts is None:
+        return
+    if not isinstance(amounts, Mapping):
+        yield errors.FieldError(path, "must be a mapping of resource name to quantity")
+        return
+    for name, value in amounts.items():
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            yield errors.FieldError(f"{path}.{name}", f"must be a quantity string, not {type(value).__name__}")
+            continue
+        try:
+            Quantity(value)
+        except errors.Invalid as e:
+            yield errors.FieldError(f"{path}.{name}", e.message)
+
+
+def _pod_spec_problems(path: str, spec: Any) -> Iterator[errors.FieldError]:
+    if not isinstance(spec, Mapping):
+        return
+    for group in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(group) or []):
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            if isinstance(resources, Mapping):
+                for kind in ("requests", "limits"):
+                    yield from _amount_problems(f"{path}.{group}[{i}].resources.{kind}", resources.get(kind))
 
 
 class _Core(Resource):
     model_config = ConfigDict(extra="allow")
     spec: dict[str, Any] = Field(default_factory=dict)
     status: dict[str, Any] | None = None
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        """Checks beyond the typed fields; kinds that carry resource amounts override this."""
+        return iter(())
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Self:
+        model = super().from_obj(obj)
+        found = list(model.problems())
+        if found:
+            raise errors.Invalid("; ".join(str(f) for f in found), found)
+        return model
 
 
 @register
@@ -29,12 +73,19 @@ class Node(_Core):
     NAMESPACED: ClassVar[bool] = False
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
 
+    def problems(self) -> Iterator[errors.FieldError]:
+        for field in ("capacity", "allocatable"):
+            yield from _amount_problems(f"status.{field}", (self.status or {}).get(field))
+
 
 @register
 class Pod(_Core):
     KIND: ClassVar[str] = "Pod"
     PLURAL: ClassVar[str] = "pods"
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        return _pod_spec_problems("spec", self.spec)
 
 
 @register
@@ -59,9 +110,17 @@ class Job(_Core):
     PLURAL: ClassVar[str] = "jobs"
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("batch/v1",)
 
+    def problems(self) -> Iterator[errors.FieldError]:
+        template = self.spec.get("template")
+        return _pod_spec_problems("spec.template.spec", template.get("spec") if isinstance(template, Mapping) else None)
+
 
 @register
 class Deployment(_Core):
     KIND: ClassVar[str] = "Deployment"
     PLURAL: ClassVar[str] = "deployments"
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("apps/v1",)
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        template = self.spec.get("template")
+        return _pod_spec_problems("spec.template.spec", template.get("spec") if isinstance(template, Mapping) else None)

@@ -17,6 +17,20 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def options(
+    ctx: typer.Context,
+    store: str | None = typer.Option(
+        None,
+        "--store",
+        envvar="DEVPLACE_STORE",
+        help="Store URL: sqlite:///PATH, memory, http://HOST:PORT [default: sqlite:///./devplace.db]",
+    ),
+) -> None:
+    """Share and place hardware, from a fleet of clusters down to a single device slot."""
+    ctx.obj = {"store": store}
+
+
 @app.command()
 def version() -> None:
     """Print devplace's version."""

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from devplace import __version__, errors
 from devplace.server import errors as http_errors
 from devplace.server import fleet, resources
-from devplace.server.bodies import BodyLimit, RequestRefused
+from devplace.server.bodies import BodyLimit
 from devplace.store.base import Store
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "EmbeddedServer", "create_app", "running", "status_response"]
@@ -46,13 +46,13 @@ def _dialect(request: Request) -> http_errors.Dialect:
 def status_response(err: errors.DevplaceError, dialect: http_errors.Dialect = "kubernetes") -> JSONResponse:
     """The HTTP response for a devplace error (the table lives in `devplace.server.errors`)."""
     body = http_errors.status_body(err, dialect)
-    if isinstance(err, RequestRefused):  # HTTP-layer refusals carry their own code (400/413)
-        body["code"] = err.status
     return JSONResponse(body, status_code=body["code"])
 
 
 def _protocol_status(code: int, reason: str, message: str) -> JSONResponse:
-    return status_response(RequestRefused(message, status=code, reason=reason))
+    """HTTP-level refusals that are no devplace error (405, 500)."""
+    body = http_errors.protocol_status_body(code, reason, message)
+    return JSONResponse(body, status_code=code)
 
 
 async def _on_devplace_error(request: Request, exc: Exception) -> Response:
@@ -81,10 +81,13 @@ async def _on_validation_error(request: Request, exc: Exception) -> Response:
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
         undecodable = undecodable or err.get("type") == "json_invalid"
-        fields.append(errors.FieldError(".".join(loc), str(err.get("msg", "invalid"))))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if not loc and err.get("type") == "missing":
+            loc, msg = ["body"], "required (the request body is empty)"
+        fields.append(errors.FieldError(".".join(loc), msg))
     message = "; ".join(str(f) for f in fields) or "invalid request"
-    if undecodable and _dialect(request) == "emco":  # EMCO answers unparsable JSON with 422
-        return _protocol_status(422, "BadRequest", f"the request body is not valid JSON: {message}")
+    if undecodable:
+        return status_response(errors.Malformed(f"the request body is not valid JSON: {message}"), _dialect(request))
     return status_response(errors.Invalid(message, fields), _dialect(request))
 
 

@@ -14,9 +14,8 @@ dropped for cluster-scoped ones). Storing the model's re-serialisation instead w
 empty maps, so a store behind the server would not hand back what was put in (and Akri manifests would not
 round-trip unchanged); readers apply defaults when they parse objects into models.
 
-`RequestRefused` is the error for problems the HTTP layer finds before any devplace rule runs (400 undecodable,
-413 too large). It is an `errors.Invalid`, so clients and the CLI treat it as bad input; it carries its own HTTP
-code until `devplace.server.errors` has a row for it.
+Problems found before any devplace rule runs are `errors.Malformed` (undecodable or empty: 400, as Kubernetes
+answers) and `errors.TooLarge` (413).
 """
 
 from __future__ import annotations
@@ -33,24 +32,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from devplace import errors
 from devplace.api import registry
 
-__all__ = ["BodyLimit", "RequestRefused", "decode_body", "json_tree", "validated"]
+__all__ = ["BodyLimit", "decode_body", "json_tree", "validated"]
 
 
-class RequestRefused(errors.Invalid):
-    """The HTTP layer refused a request: `status` is 400 (undecodable) or 413 (too large)."""
-
-    def __init__(self, message: str, *, status: int, reason: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-def _too_large(limit: int) -> RequestRefused:
-    return RequestRefused(
-        f"the request body is larger than the server's limit of {limit} bytes",
-        status=413,
-        reason="RequestEntityTooLarge",
-    )
+def _too_large(limit: int) -> errors.TooLarge:
+    return errors.TooLarge(f"the request body is larger than the server's limit of {limit} bytes")
 
 
 class BodyLimit:
@@ -93,17 +79,13 @@ def _content_length(scope: Scope) -> int | None:
 
 
 def decode_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
-    """One JSON or YAML object from a request body; anything else is a 400 `RequestRefused` naming the problem."""
+    """One JSON or YAML object from a request body; anything else is `errors.Malformed` naming the problem."""
     if not raw.strip():
-        raise RequestRefused(
-            "the request body is empty; expected a JSON or YAML object", status=400, reason="BadRequest"
-        )
+        raise errors.Malformed("the request body is empty; expected a JSON or YAML object")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise RequestRefused(
-            f"the request body is not UTF-8 text (byte {e.start})", status=400, reason="BadRequest"
-        ) from e
+        raise errors.Malformed(f"the request body is not UTF-8 text (byte {e.start})") from e
     media = (content_type or "").split(";", 1)[0].strip().lower()
     value: Any
     if "yaml" in media:
@@ -113,12 +95,10 @@ def decode_body(raw: bytes, content_type: str | None) -> dict[str, Any]:
             value = json.loads(text, parse_constant=_refuse_constant)
         except ValueError as e:
             if media.endswith("json"):
-                raise RequestRefused(f"the request body is not valid JSON: {e}", status=400, reason="BadRequest") from e
+                raise errors.Malformed(f"the request body is not valid JSON: {e}") from e
             value = _load_yaml(text, also_not_json=True)
     if not isinstance(value, dict):
-        raise RequestRefused(
-            f"the request body must be a JSON or YAML object, not {_type_name(value)}", status=400, reason="BadRequest"
-        )
+        raise errors.Malformed(f"the request body must be a JSON or YAML object, not {_type_name(value)}")
     tree = json_tree(value)
     assert isinstance(tree, dict)
     return tree
@@ -136,9 +116,7 @@ def _load_yaml(text: str, *, also_not_json: bool = False) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         what = "JSON or YAML" if also_not_json else "YAML"
-        raise RequestRefused(
-            f"the request body is not valid {what}{where}: {problem}", status=400, reason="BadRequest"
-        ) from e
+        raise errors.Malformed(f"the request body is not valid {what}{where}: {problem}") from e
 
 
 def _type_name(value: Any) -> str:

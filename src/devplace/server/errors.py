@@ -1,10 +1,15 @@
 """The one place devplace errors become HTTP responses.
 
+HTTP-level refusals that are not devplace errors (405 on an unknown method, 500 on a bug) get the same `Status`
+shape from `protocol_status_body`.
+
 Two dialects share one table: the Kubernetes-style resource API (`Invalid` -> 422 with a `Status` body listing
 field causes) and the EMCO-style fleet API under /v2 (`Invalid` -> 400 "Invalid Input: ...", unparsable JSON -> 422).
 
 | error         | kubernetes | emco |
 |---------------|-----------:|-----:|
+| Malformed     | 400        | 422  |
+| TooLarge      | 413        | 413  |
 | Invalid       | 422        | 400  |
 | NotFound      | 404        | 404  |
 | AlreadyExists | 409        | 409  |
@@ -21,11 +26,13 @@ from typing import Any, Literal
 
 from devplace import errors
 
-__all__ = ["Dialect", "http_status", "status_body"]
+__all__ = ["Dialect", "http_status", "protocol_status_body", "status_body"]
 
 Dialect = Literal["kubernetes", "emco"]
 
 _CODES: dict[type[errors.DevplaceError], tuple[int, int]] = {
+    errors.Malformed: (400, 422),
+    errors.TooLarge: (413, 413),
     errors.Invalid: (422, 400),
     errors.NotFound: (404, 404),
     errors.AlreadyExists: (409, 409),
@@ -49,19 +56,23 @@ def status_body(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> d
     """A Kubernetes `Status` object (both dialects use it; EMCO clients read `message`)."""
     code = http_status(err, dialect)
     message = err.message
-    if dialect == "emco" and isinstance(err, errors.Invalid):
+    if dialect == "emco" and type(err) is errors.Invalid:
         message = f"Invalid Input: {err.message}"
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": err.reason,
-        "code": code,
-    }
+    body = protocol_status_body(code, err.reason, message)
     if isinstance(err, errors.Invalid) and err.fields:
         body["details"] = {
             "causes": [{"field": f.path, "message": f.reason, "reason": "FieldValueInvalid"} for f in err.fields]
         }
     return body
+
+
+def protocol_status_body(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
