@@ -242,7 +242,7 @@ def test_apply_reads_stdin_and_directories(cli: CliRunner, store_url: str) -> No
     assert (piped.exit_code, piped.stdout) == (0, "Configuration default/cam created\n")
     folder = cli.invoke(app, ["apply", "-f", str(EXAMPLES)])
     assert folder.exit_code == 0, folder.stderr
-    assert "Instance default/akri-debug-echo-8be2a1 created" in folder.stdout
+    assert "Instance default/akri-debug-echo-482878 created" in folder.stdout
     assert sorted(o["metadata"]["name"] for o in stored(store_url, "Node")) == ["node-a", "node-b"]
 
 
@@ -267,7 +267,7 @@ def test_get_lists_a_kind_as_a_plain_table_off_a_terminal(applied: CliRunner) ->
     assert result.exit_code == 0
     header, row = result.stdout.splitlines()
     assert header.split() == ["NAMESPACE", "NAME", "CONFIG", "SHARED", "NODES", "USED/CAPACITY", "AGE"]
-    assert row.split()[:6] == ["default", "akri-debug-echo-8be2a1", "akri-debug-echo", "true", "node-a,node-b", "1/2"]
+    assert row.split()[:6] == ["default", "akri-debug-echo-482878", "akri-debug-echo", "true", "node-a,node-b", "1/2"]
 
 
 def test_get_accepts_kind_plural_and_lowercase_names(applied: CliRunner) -> None:
@@ -329,10 +329,10 @@ def test_bad_requests_are_one_error_line_and_exit_code_1(applied: CliRunner, arg
 
 
 def test_describe_shows_the_object(applied: CliRunner) -> None:
-    result = applied.invoke(app, ["describe", "instance", "akri-debug-echo-8be2a1"])
+    result = applied.invoke(app, ["describe", "instance", "akri-debug-echo-482878"])
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["Name:", "akri-debug-echo-8be2a1"]
+    assert lines[0].split() == ["Name:", "akri-debug-echo-482878"]
     assert "Kind:             Instance (akri.sh/v0)" in lines
     assert "Slots:            1/2 used" in lines
 

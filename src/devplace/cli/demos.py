@@ -1,10 +1,20 @@
-"""`devplace demo`: a short embedded session showing the store, the API server and the CLI's apply together.
+"""`devplace demo` (what `make demo` runs): a narrated tour of the whole product on the embedded store, in four acts.
 
-It opens a SQLite store (a fresh file in a temporary directory unless `--store` is given), serves it with the API
-server on a loopback port in the same process, and through the `remote` store backend: applies the example
-manifests (`examples/manifests`), applies them again (all unchanged), prints every kind back as a table, shows a
-compare-and-swap write losing to a stale resourceVersion, a bad manifest refused with its field path, and a watch
-event. Until the simulator exists this is what `make demo` runs.
+1. The store, the API server and the CLI: example manifests applied through the API server, a compare-and-swap write
+   losing to a stale resourceVersion, a bad manifest refused with its field path (`tour_stores`).
+2. Device sharing, seed 000: two simulated nodes, two cameras, Configuration- and Instance-level device plugins
+   drawing from one deviceUsage, the seed's capacities checked step by step (`tour_devices`).
+3. Contention, seed 001: ten nodes ask for one device of capacity five at once (`tour_devices`).
+4. Fleet placement, seed 004: clusters and HPA intents through `/v2`, a dry-run plan with every rejection reason and
+   a patched manifest (`tour_fleets`, bodies from `examples/fleet/seed-004.yaml`).
+
+Every act runs on one store: a fresh SQLite file in a temporary directory unless `--store` is given, served by the
+API server on a loopback port in this process. Acts 2 and 3 run the real agents and simulated kubelets over that store
+(`devplace.sim.Fleet`); each act deletes what it created, so acts are independent and re-runs start clean.
+
+The demo doubles as a smoke test and must not lie: every outcome it narrates is checked (`tours.Tour.expect`), an act
+that raises is reported and the next act still runs, and the command exits 1 when any expectation failed. Bad inputs
+(a missing examples directory, a malformed fleet file) are found before any act runs: one `error:` line, exit 1.
 """
 
 from __future__ import annotations
@@ -12,32 +22,54 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
+import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 import devplace
 from devplace import errors
-from devplace.api import manifests, registry
-from devplace.cli import output
-from devplace.cli.resources import StoreOption, apply_object, read_sources, run, validate_document
-from devplace.clocks import SystemClock
+from devplace.cli.resources import StoreOption, run
+from devplace.cli.tour_devices import contention_act, sharing_act
+from devplace.cli.tour_fleets import FleetExample, load_fleet_example, placement_act
+from devplace.cli.tour_stores import store_act
+from devplace.cli.tours import Tour
 from devplace.server.app import create_app, running
 from devplace.store import Store, open_store
 from devplace.store.remote import RemoteStore
 
-__all__ = ["demo", "examples_dir", "register"]
+__all__ = ["ACTS", "ACT_TIMEOUT", "demo", "example_path", "examples_dir", "register"]
+
+ACTS = (1, 2, 3, 4)
+ACT_TIMEOUT = 90.0
+"""Seconds one act may take before it is reported as failed (it takes a few; this only catches a hang)."""
+
+FLEET_EXAMPLE = ("fleet", "seed-004.yaml")
+
+
+def _example_roots() -> list[Path]:
+    return [Path(devplace.__file__).resolve().parents[2] / "examples", Path.cwd() / "examples"]
 
 
 def examples_dir() -> Path:
     """`examples/manifests` of the source tree devplace runs from, else of the current directory."""
-    for root in (Path(devplace.__file__).resolve().parents[2], Path.cwd()):
-        candidate = root / "examples" / "manifests"
+    for root in _example_roots():
+        candidate = root / "manifests"
         if candidate.is_dir():
             return candidate
     raise errors.Invalid.field("examples", "no examples/manifests directory found; pass --examples DIR")
+
+
+def example_path(*parts: str) -> Path:
+    """A file under `examples/` of the source tree devplace runs from, else of the current directory."""
+    for root in _example_roots():
+        candidate = root.joinpath(*parts)
+        if candidate.is_file():
+            return candidate
+    raise errors.Invalid.field("examples", f"no examples/{'/'.join(parts)} found")
 
 
 @contextlib.contextmanager
@@ -49,102 +81,106 @@ def _store_url(explicit: str | None) -> Iterator[str]:
         yield f"sqlite:///{tmp}/demo.db"
 
 
-def _say(text: str = "") -> None:
-    typer.echo(text)
+def _manifests_folder(examples: Path | None) -> Path:
+    folder = examples or examples_dir()
+    if not folder.is_dir():
+        raise errors.Invalid.field("examples", f"{folder}: no such directory")
+    return folder
 
 
-def _table(kind: str, items: list[dict[str, Any]]) -> None:
-    info = registry.lookup(kind)
-    headers, rows = output.table(info.kind, items, namespaced=info.namespaced, now=SystemClock().now())
-    _say(output.plain_table(headers, rows))
+def _fleet_example(explicit: Path | None) -> tuple[FleetExample, Path]:
+    path = explicit or example_path(*FLEET_EXAMPLE)
+    if not path.is_file():
+        raise errors.Invalid.field("fleet-example", f"{path}: no such file")
+    try:
+        return load_fleet_example(path.read_text(encoding="utf-8")), path
+    except errors.Invalid as e:
+        raise errors.Invalid(f"{path}: {e.message}", e.fields) from e
 
 
-async def _session(backing: Store, url: str, examples: Path) -> int:
-    async with running(create_app(backing)) as base_url:
+async def _run_act(
+    tour: Tour,
+    number: int,
+    backing: Store,
+    url: str,
+    base_url: str,
+    folder: Path | None,
+    fleet: tuple[FleetExample, Path] | None,
+) -> None:
+    if number == 1:
+        assert folder is not None
         remote = RemoteStore(base_url)
         try:
-            return await _walkthrough(remote, url, base_url, examples)
+            await store_act(tour, remote, url, base_url, folder)
         finally:
             await remote.close()
+    elif number == 2:
+        await sharing_act(tour, backing)
+    elif number == 3:
+        await contention_act(tour, backing)
+    else:
+        assert fleet is not None
+        await placement_act(tour, base_url, fleet[0], str(fleet[1]))
 
 
-async def _walkthrough(store: Store, url: str, base_url: str, examples: Path) -> int:
-    _say(f"devplace demo: store {url}, API server {base_url}")
-    _say(f"\n$ devplace apply -f {examples}")
-    objects: list[dict[str, Any]] = []
-    for source in read_sources([str(examples)]):
-        for index, raw in enumerate(manifests.parse_documents(source.text), start=1):
-            obj = validate_document(raw)
-            objects.append(obj)
-            outcome = await apply_object(store, obj)
-            _say(f"{output.label_of(obj)} {outcome}   ({Path(source.name).name}, document {index})")
-
-    _say("\n$ devplace apply -f ... (again: nothing to change)")
-    outcomes = [await apply_object(store, obj) for obj in objects]
-    _say(", ".join(f"{outcomes.count(o)} {o}" for o in ("created", "configured", "unchanged") if o in outcomes))
-
-    kinds = sorted({obj["kind"] for obj in objects}, key=lambda k: (k != "Configuration", k != "Instance", k))
-    for kind in kinds:
-        info = registry.lookup(kind)
-        listed = await store.list(info.kind)
-        _say(f"\n$ devplace get {info.plural}{' -A' if info.namespaced else ''}")
-        _table(info.kind, listed.items)
-
-    _say("\n# Every write is a compare-and-swap on metadata.resourceVersion:")
-    config = await store.get("Configuration", "akri-debug-echo", "default")
-    stale = config["metadata"]["resourceVersion"]
-    first = {**config, "spec": {**config["spec"], "capacity": 3}}
-    updated = await store.update(first)
-    _say(f"update with resourceVersion {stale}: ok, now at {updated['metadata']['resourceVersion']} (capacity 3)")
-    second = {**config, "spec": {**config["spec"], "capacity": 5}}
+async def _tour(tour: Tour, url: str, acts: list[int], examples: Path | None, fleet_file: Path | None) -> int:
+    folder = _manifests_folder(examples) if 1 in acts else None
+    fleet = _fleet_example(fleet_file) if 4 in acts else None
+    started = time.monotonic()
+    backing = open_store(url)
     try:
-        await store.update(second)
-    except errors.Conflict as e:
-        _say(f"update with resourceVersion {stale} again: 409 Conflict: {e.message}")
-
-    _say("\n# A bad manifest is refused with the field and the reason, and nothing changes:")
-    bad = {
-        "apiVersion": "akri.sh/v0",
-        "kind": "Configuration",
-        "metadata": {"name": "Bad_Name"},
-        "spec": {"discoveryHandler": {"name": "debugEcho"}, "capacity": 0},
-    }
-    try:
-        await store.create(bad)
-    except errors.Invalid as e:
-        _say(f"error: Configuration default/Bad_Name: {e.message}")
-
-    _say("\n$ devplace watch instances   (then a node takes the free slot)")
-    since = await store.revision()
-    events = store.watch("Instance", "default", since=since)
-    instance = await store.get("Instance", "akri-debug-echo-8be2a1", "default")
-    usage = dict(instance["spec"]["deviceUsage"])
-    usage["akri-debug-echo-8be2a1-1"] = "node-b"
-    await store.update({**instance, "spec": {**instance["spec"], "deviceUsage": usage}})
-    event = await asyncio.wait_for(anext(aiter(events)), timeout=10)
-    _say(output.event_line(event.type, event.object, event.revision))
-    _table("Instance", [event.object])
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        await aclose()
-    _say("\nDone. Run `devplace server --store <url>` to serve a store, `devplace --help` for every command.")
-    return 0
+        async with running(create_app(backing)) as base_url:
+            tour.title(f"devplace demo: store {url}, API server {base_url}")
+            for number in acts:
+                try:
+                    async with asyncio.timeout(ACT_TIMEOUT):
+                        await _run_act(tour, number, backing, url, base_url, folder, fleet)
+                except TimeoutError:
+                    tour.broke(f"act {number} did not finish within {ACT_TIMEOUT:g} s")
+                except errors.DevplaceError as e:
+                    tour.broke(f"act {number} stopped: {type(e).__name__}: {e.message}")
+                except Exception as e:  # a bug: report it as a failed act, keep the traceback for whoever debugs it
+                    traceback.print_exc()
+                    tour.broke(f"act {number} stopped: {type(e).__name__}: {e}")
+    finally:
+        await backing.close()
+    ok = tour.summary(acts)
+    elapsed = time.monotonic() - started
+    tour.note(f"({elapsed:.1f} s; `devplace --help` lists every command, `devplace server` serves a store)")
+    return 0 if ok else 1
 
 
 def demo(
     store: StoreOption = None,
-    examples: Annotated[Path | None, typer.Option("--examples", help="Directory of manifests to apply")] = None,
+    act: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--act",
+            min=1,
+            max=4,
+            help="Run only this act (repeatable): 1 store/API/CLI, 2 device sharing, 3 contention, 4 fleet placement",
+        ),
+    ] = None,
+    examples: Annotated[Path | None, typer.Option("--examples", help="Directory of manifests for act 1")] = None,
+    fleet_example: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet-example",
+            help="The /v2 requests for act 4 [default: examples/fleet/seed-004.yaml]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Run a short embedded session: example manifests -> SQLite store -> API server -> printed back."""
+    """A narrated tour: store + API + CLI, device sharing (seed 000), contention (seed 001), fleet placement (seed 004).
+
+    Exits 1 if any outcome the tour expects does not happen.
+    """
+    acts = sorted(set(act)) if act else list(ACTS)
+    tour = Tour.for_stdout()
 
     async def work() -> int:
-        folder = examples or examples_dir()
         with _store_url(store) as url:
-            backing = open_store(url)
-            try:
-                return await _session(backing, url, folder)
-            finally:
-                await backing.close()
+            return await _tour(tour, url, acts, examples, fleet_example)
 
     run(work)
 
