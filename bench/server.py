@@ -6,131 +6,38 @@ through a real `devplace server` child process on 127.0.0.1 serving a store of t
 to the raw operation's, measured in the same run on the same machine. `http_floor` is a GET /healthz round trip:
 what HTTP and the ASGI stack cost before any store work, to tell transport from store cost.
 
-Figures are microseconds (p50/p99 over N operations). Watch latency runs from the start of a write to the event
-reaching a watcher in this process (through the server's NDJSON stream for the remote side). Nothing asserts a time.
+Figures are microseconds (p50/p99 over N operations), measured by `bench.measures.store_latencies` on both sides.
+Watch latency runs from the start of a write to the event reaching a watcher in this process (through the server's
+NDJSON stream for the remote side). Nothing asserts a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
+from bench import measures
 from devplace.store import open_store
 from devplace.store.base import Store
 from devplace.store.remote import RemoteStore
 
 __all__ = ["run"]
 
-_KIND = "Instance"
-_NAMESPACE = "default"
-_OPS = ("create", "update", "get", "list", "watch_latency")
-
-
-def _instance(i: int) -> dict[str, Any]:
-    """An Instance of the size devplace writes most (about 700 bytes of JSON)."""
-    return {
-        "apiVersion": "devplace.io/v1alpha1",
-        "kind": _KIND,
-        "metadata": {"name": f"gpu-{i:05d}", "namespace": _NAMESPACE, "labels": {"configuration": "gpus"}},
-        "spec": {
-            "configurationName": "gpus",
-            "capacity": 4,
-            "shared": True,
-            "nodes": ["node-a", "node-b", "node-c"],
-            "deviceUsage": {f"gpu-{i:05d}-{slot}": "" for slot in range(4)},
-            "brokerProperties": {"DEVICE_PATH": f"/dev/dri/renderD{128 + i % 64}", "PCI": "0000:3b:00.0"},
-            "attributes": {"vendor": "acme", "model": "a100-80g", "driver": "535.104.05"},
-        },
-        "status": {"writes": 0},
-    }
-
-
-def _stats(samples_ns: list[int]) -> dict[str, float]:
-    ordered = sorted(samples_ns)
-    n = len(ordered)
-    return {
-        "n": n,
-        "p50_us": round(ordered[n // 2] / 1000, 2),
-        "p99_us": round(ordered[min(n - 1, (n * 99) // 100)] / 1000, 2),
-    }
-
-
-async def _timed(call: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
-    started = time.perf_counter_ns()
-    result = await call()
-    return time.perf_counter_ns() - started, result
-
 
 async def _bench_store(store: Store, n: int, list_repeats: int) -> dict[str, dict[str, float]]:
-    samples: dict[str, list[int]] = {op: [] for op in _OPS}
-    latest: list[dict[str, Any]] = []
-    gc.collect()
-    for i in range(n):
-        obj = _instance(i)
-        elapsed, created = await _timed(lambda obj=obj: store.create(obj))  # type: ignore[misc]
-        samples["create"].append(elapsed)
-        latest.append(created)
-    gc.collect()
-    for i in range(n):
-        obj = latest[i]
-        obj["status"]["writes"] += 1
-        elapsed, latest[i] = await _timed(lambda obj=obj: store.update(obj))  # type: ignore[misc]
-        samples["update"].append(elapsed)
-    gc.collect()
-    for i in range(n):
-        elapsed, _ = await _timed(lambda i=i: store.get(_KIND, f"gpu-{i:05d}", _NAMESPACE))  # type: ignore[misc]
-        samples["get"].append(elapsed)
-    for _ in range(list_repeats):
-        elapsed, listed = await _timed(lambda: store.list(_KIND, _NAMESPACE))
-        assert len(listed.items) == n
-        samples["list"].append(elapsed)
-
-    received: dict[int, int] = {}
-    arrived = asyncio.Event()
-    stream = store.watch(_KIND, since=await store.revision())
-
-    async def consume() -> None:
-        async for event in stream:
-            received[event.revision] = time.perf_counter_ns()
-            arrived.set()
-
-    consumer = asyncio.create_task(consume())
-    # Warm-up write: the watch is established once its event arrives (the remote stream opens asynchronously).
-    latest[0]["status"]["writes"] += 1
-    latest[0] = warm = await store.update(latest[0])
-    while int(warm["metadata"]["resourceVersion"]) not in received:
-        await asyncio.wait_for(arrived.wait(), timeout=10)
-        arrived.clear()
-    gc.collect()
-    for i in range(n):
-        obj = latest[i % len(latest)]
-        obj["status"]["writes"] += 1
-        arrived.clear()
-        started = time.perf_counter_ns()
-        latest[i % len(latest)] = updated = await store.update(obj)
-        revision = int(updated["metadata"]["resourceVersion"])
-        while revision not in received:
-            await asyncio.wait_for(arrived.wait(), timeout=10)
-            arrived.clear()
-        samples["watch_latency"].append(received.pop(revision) - started)
-    consumer.cancel()
-    await asyncio.gather(consumer, return_exceptions=True)
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()
-    return {op: _stats(values) for op, values in samples.items()}
+    samples = await measures.store_latencies(store, n, list_repeats)
+    return {op: measures.stats(values) for op, values in samples.items()}
 
 
 def _free_port() -> int:
@@ -175,10 +82,9 @@ async def _http_floor(base_url: str, n: int) -> dict[str, float]:
     async with httpx2.AsyncClient(base_url=base_url) as client:
         await client.get("/healthz")
         for _ in range(n):
-            started = time.perf_counter_ns()
-            await client.get("/healthz")
-            samples.append(time.perf_counter_ns() - started)
-    return _stats(samples)
+            elapsed, _ = await measures.timed(lambda: client.get("/healthz"))
+            samples.append(elapsed)
+    return measures.stats(samples)
 
 
 async def _backend(name: str, directory: Path, n: int, list_repeats: int) -> dict[str, Any]:
@@ -197,7 +103,7 @@ async def _backend(name: str, directory: Path, n: int, list_repeats: int) -> dic
             remote = await _bench_store(remote_store, n, list_repeats)
         finally:
             await remote_store.close()
-    ratios = {op: round(remote[op]["p50_us"] / max(raw[op]["p50_us"], 0.01), 1) for op in _OPS}
+    ratios = {op: round(remote[op]["p50_us"] / max(raw[op]["p50_us"], 0.01), 1) for op in measures.OPERATIONS}
     return {"raw": raw, "remote": remote, "http_floor": floor, "remote_over_raw_p50": ratios}
 
 

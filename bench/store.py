@@ -1,12 +1,14 @@
 """Store benchmark: create, CAS update, get, list and watch latency for the memory and sqlite backends.
 
 The yardstick is a bare sqlite3 transaction doing the row write a CAS update needs (`BEGIN IMMEDIATE; UPDATE one row
-with a JSON body of the same size; COMMIT`, the same pragmas and table shape), measured in the same run and
-interleaved block by block with the store's own writes so machine noise hits both alike. Every bare write stores a
-body that differs from the row's current one (SQLite skips writing an unchanged row, which would flatter the bare
-side). Goal: sqlite CAS update p50 <= 3x bare p50. `sql_floor_update` is the store's own statements (read row and
-head, update the row, append the event) run bare, and `sqlite_components` the JSON work an update must do (one
-encode, two decodes: the old body, the caller's copy), to tell SQL cost from Python cost.
+with a JSON body of the same size; COMMIT`, the store's pragmas, a table of the store's first five columns), measured
+in the same run and interleaved block by block with the store's own writes so machine noise hits both alike. Every
+bare write stores a body that differs from the row's current one (SQLite skips writing an unchanged row, which would
+flatter the bare side). Goal: sqlite CAS update p50 <= 3x bare p50.
+
+To tell SQL cost from Python cost: `sql_floor_update` runs the store's own update statements (imported from
+`devplace.store.sqlite`, on a file with the store's schema and triggers) with none of its Python around them, and
+`sqlite_components` times the JSON work an update does (encode the spec, encode the body, decode the caller's copy).
 
 Figures are microseconds per operation (p50/p99 over N operations); `python -m bench store` writes them to JSON.
 """
@@ -14,244 +16,162 @@ Figures are microseconds per operation (p50/p99 over N operations); `python -m b
 from __future__ import annotations
 
 import asyncio
-import gc
-import json
 import sqlite3
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from devplace.store.base import Store
+import orjson
+
+from bench import measures
+from devplace.store import sqlite as sqlite_backend
 from devplace.store.memory import MemoryStore
 from devplace.store.sqlite import SqliteStore
 
 __all__ = ["run"]
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-_KIND = "Instance"
-_NAMESPACE = "default"
-_SCHEMA = (
+_BARE_SCHEMA = (
     "CREATE TABLE objects (kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,"
-    " revision INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, namespace, name))",
-    "CREATE TABLE events (revision INTEGER PRIMARY KEY, type TEXT NOT NULL, kind TEXT NOT NULL,"
-    " namespace TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL)",
+    " revision INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, namespace, name))"
 )
+_UID = "4c1a6e0e-9a0b-4b8e-8d6a-0d1f2e3c4b5a"
 
 
-def _instance(i: int) -> dict[str, Any]:
-    """An Instance of the size devplace writes most (about 700 bytes of JSON)."""
-    return {
-        "apiVersion": "devplace.io/v1alpha1",
-        "kind": _KIND,
-        "metadata": {"name": f"gpu-{i:05d}", "namespace": _NAMESPACE, "labels": {"configuration": "gpus"}},
-        "spec": {
-            "configurationName": "gpus",
-            "capacity": 4,
-            "shared": True,
-            "nodes": ["node-a", "node-b", "node-c"],
-            "deviceUsage": {f"gpus-{i:05d}-{slot}": "" for slot in range(4)},
-            "brokerProperties": {"DEVICE_PATH": f"/dev/dri/renderD{128 + i % 64}", "PCI": "0000:3b:00.0"},
-            "attributes": {"vendor": "acme", "model": "a100-80g", "driver": "535.104.05"},
-        },
-        "status": {"writes": 0},
-    }
+def _connect(path: Path) -> sqlite3.Connection:
+    """A plain connection with the store's pragmas (`SqliteStore` sets exactly these two)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
 
 
-def _stats(samples_ns: list[int]) -> dict[str, float]:
-    ordered = sorted(samples_ns)
-    n = len(ordered)
-    return {
-        "n": n,
-        "p50_us": round(ordered[n // 2] / 1000, 2),
-        "p99_us": round(ordered[min(n - 1, (n * 99) // 100)] / 1000, 2),
-    }
+class _Baselines:
+    """The bare row write, and the store's SQL alone, each on its own file; no store code runs in the timings."""
 
-
-class _Bare:
-    """The baseline: plain sqlite3 on its own file, the store's pragmas and table shape, no store code."""
-
-    def __init__(self, path: Path, count: int) -> None:
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        for statement in _SCHEMA:
-            self.conn.execute(statement)
-        self.keys = [(_KIND, _NAMESPACE, f"gpu-{i:05d}") for i in range(count)]
+    def __init__(self, directory: Path, count: int) -> None:
+        """`directory` holds `floor.db`, a file with the store's schema and no objects."""
+        self.keys = [(measures.KIND, measures.NAMESPACE, f"gpu-{i:05d}") for i in range(count)]
         self.writes = 0
-        self.revision = 0
+        self.samples: dict[str, list[int]] = {"bare_insert": [], "bare_update": [], "sql_floor": []}
+        self.bare = _connect(directory / "bare.db")
+        self.bare.execute(_BARE_SCHEMA)
+        self.floor = _connect(directory / "floor.db")  # `_run` gave it the store's schema (columns, triggers)
+        self.floor_revision = 0
+
+    def close(self) -> None:
+        self.bare.close()
+        self.floor.close()
 
     def body(self, i: int) -> str:
+        """A body of the store's size for object `i`, different from every earlier one."""
         self.writes += 1
-        obj = _instance(i)
+        obj = measures.instance(i)
         obj["status"]["writes"] = self.writes
-        obj["metadata"].update(resourceVersion=str(self.writes), uid="4c1a6e0e-9a0b-4b8e-8d6a-0d1f2e3c4b5a")
-        return _encode(obj)
+        obj["metadata"].update(resourceVersion=str(self.writes), uid=_UID, generation=1)
+        obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+        return orjson.dumps(obj).decode()
 
-    def insert(self, i: int, body: str) -> int:
+    def between_blocks(self, phase: measures.Phase, indices: range) -> None:
+        if phase == "create":
+            for i in indices:
+                self.samples["bare_insert"].append(self._bare_insert(i, self.body(i)))
+                self._floor_insert(i, self.body(i))
+        else:
+            for i in indices:
+                self.samples["bare_update"].append(self._bare_update(i, self.body(i)))
+            for i in indices:
+                self.samples["sql_floor"].append(self._floor_update(i, self.body(i)))
+
+    def _bare_insert(self, i: int, body: str) -> int:
         started = time.perf_counter_ns()
-        self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.execute("INSERT INTO objects VALUES (?, ?, ?, ?, ?)", (*self.keys[i], self.writes, body))
-        self.conn.execute("COMMIT")
+        self.bare.execute("BEGIN IMMEDIATE")
+        self.bare.execute("INSERT INTO objects VALUES (?, ?, ?, ?, ?)", (*self.keys[i], self.writes, body))
+        self.bare.execute("COMMIT")
         return time.perf_counter_ns() - started
 
-    def update(self, i: int, body: str) -> int:
+    def _bare_update(self, i: int, body: str) -> int:
         started = time.perf_counter_ns()
-        self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.execute(
+        self.bare.execute("BEGIN IMMEDIATE")
+        self.bare.execute(
             "UPDATE objects SET body = ? WHERE kind = ? AND namespace = ? AND name = ?", (body, *self.keys[i])
         )
-        self.conn.execute("COMMIT")
+        self.bare.execute("COMMIT")
         return time.perf_counter_ns() - started
 
-    def sql_floor_update(self, i: int, body: str) -> int:
+    def _floor_insert(self, i: int, body: str) -> None:
+        self.floor_revision += 1
+        spec = orjson.dumps(measures.instance(i)["spec"]).decode()
+        with self.floor:
+            self.floor.execute(
+                sqlite_backend._INSERT_OBJECT, (*self.keys[i], self.floor_revision, body, _UID, "created", spec)
+            )
+
+    def _floor_update(self, i: int, body: str) -> int:
         """What the store's CAS update asks of SQLite, with none of its Python around it."""
+        conn = self.floor
         key = self.keys[i]
         started = time.perf_counter_ns()
-        conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "SELECT revision, body, (SELECT max(revision) FROM events) FROM objects"
-            " WHERE kind = ? AND namespace = ? AND name = ?",
-            key,
-        ).fetchone()
-        self.revision += 1
-        conn.execute(
-            "UPDATE objects SET revision = ?, body = ? WHERE kind = ? AND namespace = ? AND name = ?",
-            (self.revision, body, *key),
-        )
-        conn.execute("INSERT INTO events VALUES (?, 'MODIFIED', ?, ?, ?, ?)", (self.revision, *key, body))
+        _, rowid, _, _, generation, spec, head = conn.execute(sqlite_backend._ROW_FOR_UPDATE, key).fetchone()
+        conn.execute(sqlite_backend._UPDATE_OBJECT, (head + 1, body, generation, spec, rowid))
         conn.execute("COMMIT")
         return time.perf_counter_ns() - started
 
 
-async def _timed(call: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
-    started = time.perf_counter_ns()
-    result = await call()
-    return time.perf_counter_ns() - started, result
-
-
-async def _bench_store(store: Store, n: int, list_repeats: int, bare: _Bare | None) -> dict[str, Any]:
-    block = max(10, n // 20)
-    samples: dict[str, list[int]] = {
-        k: [] for k in ("create", "update", "get", "list", "watch_latency", "bare_insert", "bare_update", "sql_floor")
-    }
-    latest: list[dict[str, Any]] = []
-
-    # create, interleaved block by block with bare inserts of the same bodies' size
-    for start in range(0, n, block):
-        gc.collect()
-        for i in range(start, min(n, start + block)):
-            obj = _instance(i)
-            elapsed, created = await _timed(lambda obj=obj: store.create(obj))  # type: ignore[misc]
-            samples["create"].append(elapsed)
-            latest.append(created)
-        if bare is not None:
-            for i in range(start, min(n, start + block)):
-                samples["bare_insert"].append(bare.insert(i, bare.body(i)))
-
-    # CAS update round-robin over every object, interleaved with the bare row write and the SQL floor
-    for start in range(0, n, block):
-        gc.collect()
-        for i in range(start, min(n, start + block)):
-            obj = latest[i]
-            obj["status"]["writes"] += 1
-            elapsed, latest[i] = await _timed(lambda obj=obj: store.update(obj))  # type: ignore[misc]
-            samples["update"].append(elapsed)
-        if bare is not None:
-            for i in range(start, min(n, start + block)):
-                samples["bare_update"].append(bare.update(i, bare.body(i)))
-            for i in range(start, min(n, start + block)):
-                samples["sql_floor"].append(bare.sql_floor_update(i, bare.body(i)))
-
-    gc.collect()
-    for i in range(n):
-        elapsed, _ = await _timed(lambda i=i: store.get(_KIND, f"gpu-{i:05d}", _NAMESPACE))  # type: ignore[misc]
-        samples["get"].append(elapsed)
-    for _ in range(list_repeats):
-        elapsed, listed = await _timed(lambda: store.list(_KIND, _NAMESPACE))
-        assert len(listed.items) == n
-        samples["list"].append(elapsed)
-
-    # watch latency: from the start of a write to the event reaching a watcher in this process
-    received: dict[int, int] = {}
-    arrived = asyncio.Event()
-    stream = store.watch(_KIND, since=await store.revision())
-
-    async def consume() -> None:
-        async for event in stream:
-            received[event.revision] = time.perf_counter_ns()
-            arrived.set()
-
-    consumer = asyncio.create_task(consume())
-    await asyncio.sleep(0)
-    gc.collect()
-    for i in range(n):
-        obj = latest[i % len(latest)]
-        obj["status"]["writes"] += 1
-        arrived.clear()
-        started = time.perf_counter_ns()
-        latest[i % len(latest)] = updated = await store.update(obj)
-        revision = int(updated["metadata"]["resourceVersion"])
-        while revision not in received:
-            await asyncio.wait_for(arrived.wait(), timeout=10)
-            arrived.clear()
-        samples["watch_latency"].append(received.pop(revision) - started)
-    consumer.cancel()
-    await asyncio.gather(consumer, return_exceptions=True)
-    await stream.aclose()  # type: ignore[attr-defined]
-
-    return {name: _stats(values) for name, values in samples.items() if values}
-
-
 async def _run(n: int, list_repeats: int) -> dict[str, Any]:
     results: dict[str, Any] = {"n_objects": n}
-    results["memory"] = await _bench_store(MemoryStore(), n, list_repeats, None)
+    memory = await measures.store_latencies(MemoryStore(), n, list_repeats)
+    results["memory"] = {name: measures.stats(values) for name, values in memory.items()}
     with tempfile.TemporaryDirectory(prefix="dp-bench-") as tmp:
-        bare = _Bare(Path(tmp) / "bare.db", n)
-        store = SqliteStore(str(Path(tmp) / "store.db"))
+        await SqliteStore(Path(tmp) / "floor.db").close()  # creates the store's schema for the SQL floor
+        baselines = _Baselines(Path(tmp), n)
+        store = SqliteStore(Path(tmp) / "store.db")
         try:
-            measured = await _bench_store(store, n, list_repeats, bare)
+            measured = await measures.store_latencies(
+                store, n, list_repeats, block=max(10, n // 20), between_blocks=baselines.between_blocks
+            )
         finally:
             await store.close()
-            bare.conn.close()
-    results["sqlite_bare"] = {
-        "insert": measured.pop("bare_insert"),
-        "update": measured.pop("bare_update"),
-        "sql_floor_update": measured.pop("sql_floor"),
+            baselines.close()
+    sqlite = results["sqlite"] = {name: measures.stats(values) for name, values in measured.items()}
+    bare = results["sqlite_bare"] = {
+        "insert": measures.stats(baselines.samples["bare_insert"]),
+        "update": measures.stats(baselines.samples["bare_update"]),
+        "sql_floor_update": measures.stats(baselines.samples["sql_floor"]),
     }
-    results["sqlite"] = measured
     results["sqlite_components"] = _components(n)
-    bare_update = results["sqlite_bare"]["update"]["p50_us"]
+    bare_update = bare["update"]["p50_us"]
     results["ratios"] = {
-        "sqlite_update_vs_bare_update_p50": round(measured["update"]["p50_us"] / bare_update, 2),
-        "sqlite_create_vs_bare_insert_p50": round(
-            measured["create"]["p50_us"] / results["sqlite_bare"]["insert"]["p50_us"], 2
-        ),
-        "sqlite_create_vs_bare_update_p50": round(measured["create"]["p50_us"] / bare_update, 2),
-        "sql_floor_update_vs_bare_update_p50": round(
-            results["sqlite_bare"]["sql_floor_update"]["p50_us"] / bare_update, 2
-        ),
+        "sqlite_update_vs_bare_update_p50": round(sqlite["update"]["p50_us"] / bare_update, 2),
+        "sqlite_create_vs_bare_insert_p50": round(sqlite["create"]["p50_us"] / bare["insert"]["p50_us"], 2),
+        "sqlite_create_vs_bare_update_p50": round(sqlite["create"]["p50_us"] / bare_update, 2),
+        "sql_floor_update_vs_bare_update_p50": round(bare["sql_floor_update"]["p50_us"] / bare_update, 2),
         "goal_update_ratio_max": 3.0,
     }
     return results
 
 
 def _components(n: int) -> dict[str, Any]:
-    """The JSON work a CAS update cannot skip: decode the old body, encode the new one, decode the caller's copy."""
-    stored = _instance(1)
-    stored["metadata"].update(resourceVersion="7", uid="4c1a6e0e-9a0b-4b8e-8d6a-0d1f2e3c4b5a", generation=1)
-    body = _encode(stored)
-    encode, decode = [], []
+    """The JSON work of a CAS update: encode the spec, encode the body (embedding the spec's text), decode the copy."""
+    stored = measures.instance(1)
+    stored["metadata"].update(resourceVersion="7", uid=_UID, generation=1, creationTimestamp="2026-01-01T00:00:00Z")
+    spec = stored["spec"]
+    stored["spec"] = orjson.Fragment(orjson.dumps(spec))
+    body = orjson.dumps(stored)
+    samples: dict[str, list[int]] = {"spec_encode": [], "body_encode": [], "body_decode": []}
     for _ in range(n):
         started = time.perf_counter_ns()
-        _encode(stored)
-        encode.append(time.perf_counter_ns() - started)
-        started = time.perf_counter_ns()
-        json.loads(body)
-        decode.append(time.perf_counter_ns() - started)
-    return {"body_bytes": len(body), "json_encode": _stats(encode), "json_decode": _stats(decode)}
+        orjson.dumps(spec).decode()
+        encoded_spec = time.perf_counter_ns()
+        orjson.dumps(stored).decode()
+        encoded_body = time.perf_counter_ns()
+        orjson.loads(body)
+        decoded = time.perf_counter_ns()
+        samples["spec_encode"].append(encoded_spec - started)
+        samples["body_encode"].append(encoded_body - encoded_spec)
+        samples["body_decode"].append(decoded - encoded_body)
+    return {"body_bytes": len(body), **{name: measures.stats(values) for name, values in samples.items()}}
 
 
 def run(quick: bool = False) -> dict[str, Any]:

@@ -8,6 +8,9 @@ SQLite, so most multi-writer cases run without spawning.
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
+import math
 import os
 import signal
 import sqlite3
@@ -15,6 +18,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +27,7 @@ from devplace.clocks import FakeClock
 from devplace.store import Event, open_store
 from devplace.store import sqlite as sqlite_backend
 from devplace.store.sqlite import SqliteStore
-from tests.store.samples import WATCH_BOUND, configmap, rv, take
+from tests.store.samples import WATCH_BOUND, configmap, node, rv, take
 
 WRITERS = Path(__file__).with_name("writers.py")
 PROCESS_BOUND = 60.0  # seconds a writer process may take; a bound, not an expectation
@@ -353,3 +357,190 @@ async def test_every_write_reported_committed_survives_kill_9_of_the_writer(db: 
         assert rv(counter) == events[-1].revision >= max(reported)
     finally:
         await store.close()
+
+
+# -- the layout -----------------------------------------------------------------------------------------------
+
+
+async def test_bodies_are_json_text_and_the_identity_columns_match_them(store: SqliteStore, db: str) -> None:
+    created = await store.create(node("n", spec={"cpu": 4}))
+    created["spec"] = {"cpu": 8}
+    updated = await store.update(created)
+    with sqlite3.connect(db) as conn:
+        kinds = conn.execute(
+            "SELECT typeof(body), json_valid(body) FROM objects UNION ALL SELECT typeof(body),"
+            " json_valid(body) FROM events"
+        ).fetchall()
+        row = conn.execute("SELECT body, uid, created, generation, spec FROM objects").fetchone()
+    assert kinds == [("text", 1)] * 3
+    assert json.loads(row[0]) == updated
+    meta = updated["metadata"]
+    assert row[1:4] == (meta["uid"], meta["creationTimestamp"], 2)
+    assert json.loads(row[4]) == {"cpu": 8}
+
+
+async def test_an_object_without_spec_stores_no_spec_text(store: SqliteStore, db: str) -> None:
+    await store.create(configmap("a", x="1"))
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT spec, generation FROM objects").fetchone() == (None, 1)
+
+
+async def test_keys_that_are_not_strings_are_stored_as_strings(store: SqliteStore) -> None:
+    created = await store.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {1: "x"}})
+    assert created["data"] == {"1": "x"}
+    assert (await store.get("ConfigMap", "a"))["data"] == {"1": "x"}
+
+
+@pytest.mark.parametrize("value", [2**64, "\ud800", {"a", "b"}], ids=["int-beyond-64-bits", "lone-surrogate", "set"])
+async def test_a_value_json_cannot_carry_exactly_is_invalid_and_nothing_is_written(
+    store: SqliteStore, value: Any
+) -> None:
+    created = await store.create(node("n", spec={"v": 1}))
+    with pytest.raises(errors.Invalid):
+        await store.create(node("m", spec={"v": value}))
+    created["spec"] = {"v": value}
+    with pytest.raises(errors.Invalid):
+        await store.update(created)
+    created["spec"] = {"v": 1}
+    created["status"] = {"v": value}
+    with pytest.raises(errors.Invalid):
+        await store.update(created)
+    assert await store.revision() == 1
+    assert (await store.get("Node", "n"))["spec"] == {"v": 1}
+
+
+async def test_a_spec_equal_in_value_but_not_in_text_keeps_the_generation(store: SqliteStore) -> None:
+    created = await store.create(node("n", spec={"cpu": 1, "zones": ["a"]}))
+    created["spec"] = {"zones": ["a"], "cpu": 1.0}
+    same = await store.update(created)
+    assert same["metadata"]["generation"] == 1
+    same["spec"]["zones"].append("b")
+    assert (await store.update(same))["metadata"]["generation"] == 2
+
+
+# -- files from before the identity columns -------------------------------------------------------------------
+
+_LEGACY_SCHEMA = (
+    "CREATE TABLE objects (kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,"
+    " revision INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, namespace, name))",
+    "CREATE TABLE events (revision INTEGER PRIMARY KEY, type TEXT NOT NULL, kind TEXT NOT NULL,"
+    " namespace TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "INSERT INTO meta (key, value) VALUES ('compacted', 0)",
+)
+
+
+def _legacy(obj: dict, revision: int, generation: int) -> dict:
+    out = copy.deepcopy(obj)
+    out["metadata"].update(
+        resourceVersion=str(revision),
+        uid=f"uid-{out['metadata']['name']}",
+        generation=generation,
+        creationTimestamp="2025-06-01T00:00:00Z",
+    )
+    return out
+
+
+def _write_legacy_file(path: str) -> list[tuple[int, str, dict]]:
+    """A store file as the stdlib-JSON version without identity columns or triggers wrote it; returns its events."""
+    cm = _legacy(configmap("café", x="1"), 1, 1)
+    gpu = _legacy(node("gpu", spec={"cpu": 4, "zones": ["a"]}), 2, 1)
+    gpu["status"] = {"load": float("nan")}  # the stdlib encoder wrote NaN, which strict JSON parsers refuse
+    gpu_later = _legacy(node("gpu", spec={"cpu": 4, "zones": ["a"]}), 3, 1)
+    gpu_later["status"] = {"load": 0.5}
+    events = [(1, "ADDED", cm), (2, "ADDED", gpu), (3, "MODIFIED", gpu_later)]
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        for statement in _LEGACY_SCHEMA:
+            conn.execute(statement)
+        for revision, type_, obj in events:
+            ns = obj["metadata"].get("namespace", "")
+            body = json.dumps(obj, separators=(",", ":"))
+            conn.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
+                (revision, type_, obj["kind"], ns, obj["metadata"]["name"], body),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?)",
+                (obj["kind"], ns, obj["metadata"]["name"], revision, body),
+            )
+    conn.close()
+    return events
+
+
+async def test_a_file_from_before_the_identity_columns_opens_and_keeps_every_rule(db: str, clock: FakeClock) -> None:
+    legacy = _write_legacy_file(db)
+    store = SqliteStore(db, clock=clock)
+    try:
+        assert await store.revision() == 3
+        assert await store.get("ConfigMap", "café", "default") == legacy[0][2]
+        gpu = await store.get("Node", "gpu")
+        assert gpu == legacy[2][2]
+        replayed = await history(store)
+        assert [(e.revision, e.type) for e in replayed] == [(1, "ADDED"), (2, "ADDED"), (3, "MODIFIED")]
+        assert math.isnan(replayed[1].object["status"]["load"])
+
+        gpu["status"] = {"load": 0.7}
+        gpu["spec"] = {"zones": ["a"], "cpu": 4}  # the same spec, keys in another order than the legacy text
+        same = await store.update(gpu)
+        assert (rv(same), same["metadata"]["generation"]) == (4, 1)
+        assert (same["metadata"]["uid"], same["metadata"]["creationTimestamp"]) == ("uid-gpu", "2025-06-01T00:00:00Z")
+        same["spec"]["cpu"] = 8
+        assert (await store.update(same))["metadata"]["generation"] == 2
+        cm = await store.get("ConfigMap", "café", "default")
+        cm["data"]["x"] = "2"
+        assert (await store.update(cm))["metadata"]["uid"] == "uid-café"
+        with pytest.raises(errors.Conflict):
+            await store.update(legacy[0][2])
+    finally:
+        await store.close()
+
+
+async def test_a_legacy_file_is_upgraded_once_and_reopens_unchanged(db: str) -> None:
+    _write_legacy_file(db)
+    await SqliteStore(db).close()
+    with sqlite3.connect(db) as conn:
+        first = conn.execute("SELECT * FROM objects ORDER BY rowid").fetchall()
+    again = SqliteStore(db)
+    try:
+        assert (await again.get("Node", "gpu"))["metadata"]["generation"] == 1
+    finally:
+        await again.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT * FROM objects ORDER BY rowid").fetchall() == first
+        assert [row[1] for row in conn.execute("PRAGMA table_info(objects)")][-4:] == [
+            "uid",
+            "created",
+            "generation",
+            "spec",
+        ]
+
+
+async def test_a_writer_that_appends_its_own_event_fails_and_writes_nothing(store: SqliteStore, db: str) -> None:
+    created = await store.create(configmap("a", x="1"))
+    stale_layout_writer = sqlite3.connect(db, isolation_level=None)
+    try:
+        stale_layout_writer.execute("BEGIN IMMEDIATE")
+        stale_layout_writer.execute("UPDATE objects SET revision = 2, body = '{}' WHERE name = 'a'")
+        with pytest.raises(sqlite3.IntegrityError):
+            stale_layout_writer.execute("INSERT INTO events VALUES (2, 'MODIFIED', 'ConfigMap', 'default', 'a', '{}')")
+        stale_layout_writer.execute("ROLLBACK")
+    finally:
+        stale_layout_writer.close()
+    assert await store.revision() == 1
+    assert await store.get("ConfigMap", "a", "default") == created
+
+
+async def test_a_live_watcher_with_a_selector_gets_objects_with_a_spec_exactly_as_returned(store: SqliteStore) -> None:
+    async with aclosing(store.watch("Node", selector="tier=gpu", since=0)) as stream:
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # parked: the writes below reach it in-process
+        created = await store.create(node("a", labels={"tier": "gpu"}, spec={"cpu": 4}))
+        await store.create(node("b", labels={"tier": "cpu"}, spec={"cpu": 2}))
+        created["spec"]["cpu"] = 8
+        updated = await store.update(created)
+        events = [await asyncio.wait_for(first, WATCH_BOUND), *await take(stream, 1)]
+    assert [(e.type, e.object, e.revision) for e in events] == [
+        ("ADDED", created | {"spec": {"cpu": 4}}, 1),
+        ("MODIFIED", updated, 3),
+    ]

@@ -21,9 +21,15 @@ Returned dicts are copies: callers may mutate them freely.
 from __future__ import annotations
 
 import copy
+import datetime as _dt
+import functools
+import json
+import math
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
+
+import orjson
 
 from devplace import errors
 
@@ -33,9 +39,22 @@ __all__ = [
     "Key",
     "ObjectList",
     "Store",
+    "check_delete_precondition",
+    "check_delete_revision",
+    "check_revision",
+    "check_update_target",
+    "decode_json",
+    "deep_copy",
+    "encode_json",
+    "key_fields",
     "key_of",
+    "matches",
     "next_generation",
     "resource_version_of",
+    "rfc3339",
+    "stamp_created",
+    "stamp_updated",
+    "stamped",
 ]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -105,16 +124,24 @@ class Store(Protocol):
 
 def key_of(obj: Mapping[str, Any]) -> Key:
     """The store key of a wire dict; refuses objects without kind or name."""
+    return Key(*key_fields(obj))
+
+
+def key_fields(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    """`key_of` as a plain (kind, namespace, name) tuple, for hot paths that build a `Key` only to report an error."""
     kind = obj.get("kind")
-    meta = obj.get("metadata")
     if not isinstance(kind, str) or not kind:
         raise errors.Invalid.field("kind", "required")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+    meta = obj.get("metadata")
+    if type(meta) is not dict and not isinstance(meta, Mapping):  # the exact-type test spares the ABC check
+        raise errors.Invalid.field("metadata.name", "required")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
         raise errors.Invalid.field("metadata.name", "required")
     ns = meta.get("namespace") or ""
     if not isinstance(ns, str):
         raise errors.Invalid.field("metadata.namespace", "must be a string")
-    return Key(kind, ns, meta["name"])
+    return kind, ns, name
 
 
 def resource_version_of(obj: Mapping[str, Any]) -> int:
@@ -135,65 +162,114 @@ def next_generation(old: Mapping[str, Any], new: Mapping[str, Any]) -> int:
     return gen + 1 if old.get("spec") != new.get("spec") else gen
 
 
+# Types the stdlib encoder refuses are refused here too (orjson would write them as strings or objects).
+_JSON_STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON of a wire value, or `Invalid` saying why it is not JSON.
+
+    Keys that are not strings (ints, floats, bools, None) become strings, as with the stdlib encoder. Refused:
+    types JSON has no form for (sets, datetimes, arbitrary objects), integers beyond 64 bits, strings with lone
+    surrogates, nesting deeper than 254. NaN and infinities are written as null (JSON has no such numbers).
+    """
+    try:
+        return orjson.dumps(value, option=_JSON_STRICT)
+    except orjson.JSONEncodeError:
+        pass  # the rare path: retry converting non-string keys, which costs on every dict when enabled
+    try:
+        return orjson.dumps(value, option=_JSON_STRICT | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as e:
+        raise errors.Invalid(f"the object is not JSON: {e}") from e
+
+
+def decode_json(body: str | bytes) -> Any:
+    """The value of a JSON text written by `encode_json`, or by the stdlib encoder (NaN, lone surrogate escapes)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return json.loads(body)
+
+
 def deep_copy(obj: Mapping[str, Any]) -> dict[str, Any]:
     return copy.deepcopy(dict(obj))
 
 
 def rfc3339(seconds: float) -> str:
-    import datetime as _dt
+    return _rfc3339_second(math.floor(seconds))
 
-    return _dt.datetime.fromtimestamp(seconds, tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+@functools.lru_cache(maxsize=4)
+def _rfc3339_second(second: int) -> str:
+    # Writes in the same second share the text: formatting costs more than the rest of stamping a new object.
+    return _dt.datetime.fromtimestamp(second, tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stamped(obj: Mapping[str, Any], *, revision: int, uid: Any, created: Any, generation: int) -> dict[str, Any]:
+    """`obj` with the server-owned metadata set: a new top-level dict and a new `metadata` dict, nothing deeper.
+
+    The result shares every other nested value with `obj`: a backend encodes or copies it before keeping it.
+    An empty namespace is dropped (cluster-scoped objects carry none).
+    """
+    meta = dict(obj.get("metadata") or {})
+    meta["resourceVersion"] = str(revision)
+    meta["uid"] = uid
+    meta["generation"] = generation
+    meta["creationTimestamp"] = created
+    if not meta.get("namespace"):
+        meta.pop("namespace", None)
+    out = dict(obj)
+    out["metadata"] = meta
+    return out
 
 
 def stamp_created(obj: Mapping[str, Any], revision: int, now: float, uid: str) -> dict[str, Any]:
-    """The stored form of a new object: server-owned metadata set, caller's resourceVersion ignored."""
-    out = deep_copy(obj)
-    meta = dict(out.get("metadata") or {})
-    meta["resourceVersion"] = str(revision)
-    meta["uid"] = uid
-    meta["generation"] = 1
-    meta["creationTimestamp"] = rfc3339(now)
-    if not meta.get("namespace"):
-        meta.pop("namespace", None)
-    out["metadata"] = meta
-    return out
+    """The stored form of a new object (shallow, see `stamped`): caller's resourceVersion, uid, generation ignored."""
+    return stamped(obj, revision=revision, uid=uid, created=rfc3339(now), generation=1)
 
 
 def stamp_updated(old: Mapping[str, Any], new: Mapping[str, Any], revision: int) -> dict[str, Any]:
-    """The stored form of an update: identity fields kept from `old`, generation bumped on spec change."""
-    out = deep_copy(new)
-    meta = dict(out.get("metadata") or {})
+    """The stored form of an update (shallow, see `stamped`): identity kept from `old`, generation bumped on a spec
+    change."""
     old_meta = old["metadata"]
-    meta["resourceVersion"] = str(revision)
-    meta["uid"] = old_meta.get("uid")
-    meta["creationTimestamp"] = old_meta.get("creationTimestamp")
-    meta["generation"] = next_generation(old, out)
-    if not meta.get("namespace"):
-        meta.pop("namespace", None)
-    out["metadata"] = meta
-    return out
+    return stamped(
+        new,
+        revision=revision,
+        uid=old_meta.get("uid"),
+        created=old_meta.get("creationTimestamp"),
+        generation=next_generation(old, new),
+    )
 
 
-def check_update_target(key: Key, stored: Mapping[str, Any] | None, expected_rv: int) -> Mapping[str, Any]:
-    """The CAS rule shared by every backend: the object exists and its revision is the one the caller read."""
-    if stored is None:
+def check_revision(key: Key, current: int | None, expected_rv: int) -> None:
+    """The CAS rule shared by every backend: the object exists (`current` is its revision) and is the one read."""
+    if current is None:
         raise errors.NotFound(f"{key} not found")
-    current = int(stored["metadata"]["resourceVersion"])
     if current != expected_rv:
         raise errors.Conflict(
             f"{key}: the object has been modified (resourceVersion {expected_rv} is stale, current is {current}); "
             "re-read and try again"
         )
+
+
+def check_update_target(key: Key, stored: Mapping[str, Any] | None, expected_rv: int) -> Mapping[str, Any]:
+    """`check_revision` for a backend that holds the stored object; returns it."""
+    check_revision(key, None if stored is None else int(stored["metadata"]["resourceVersion"]), expected_rv)
+    assert stored is not None
     return stored
 
 
 def check_delete_precondition(key: Key, stored: Mapping[str, Any] | None, resource_version: str | None) -> None:
-    if stored is None:
+    check_delete_revision(key, None if stored is None else stored["metadata"]["resourceVersion"], resource_version)
+
+
+def check_delete_revision(key: Key, current: int | str | None, resource_version: str | None) -> None:
+    """The delete rule: the object exists (`current` is its revision) and matches the optional precondition."""
+    if current is None:
         raise errors.NotFound(f"{key} not found")
-    if resource_version is not None and str(stored["metadata"]["resourceVersion"]) != str(resource_version):
+    if resource_version is not None and str(current) != str(resource_version):
         raise errors.Conflict(
-            f"{key}: precondition failed: resourceVersion {resource_version} is stale "
-            f"(current is {stored['metadata']['resourceVersion']})"
+            f"{key}: precondition failed: resourceVersion {resource_version} is stale (current is {current})"
         )
 
 

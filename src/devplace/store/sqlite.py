@@ -2,20 +2,29 @@
 
 Layout: `objects` holds the current objects, `events` the write log that watches replay, `meta` the compacted revision.
 Every write is one `BEGIN IMMEDIATE` transaction that reads the newest event revision, writes the object row and
-appends the event carrying the same body. So revisions are global, contiguous and monotonic across every process
-sharing the file (SQLite's write lock serializes them), and a write is there entirely or not at all. When a write
-returns, its COMMIT has reached the WAL file: it survives kill -9 of the process. With `synchronous="NORMAL"` (the
-default) a power loss may drop the last commits but never corrupts the file; `"FULL"` also keeps those.
+appends the event carrying the same body (for creates and updates a trigger on `objects` appends it). So revisions
+are global, contiguous and monotonic across every process sharing the file (SQLite's write lock serializes them),
+and a write is there entirely or not at all. When a write returns, its COMMIT has reached the WAL file: it survives
+kill -9 of the process. With `synchronous="NORMAL"` (the default) a power loss may drop the last commits but never
+corrupts the file; `"FULL"` also keeps those.
+
+Bodies are compact UTF-8 JSON text (`base.encode_json`), readable with any SQLite shell. Next to the body, an object
+row keeps what an update needs of the old object in columns: its uid, creationTimestamp, generation and the JSON
+text of its spec. So a CAS update never decodes the old body: the revision check reads the `revision` column, the
+identity fields are copied from theirs, and the generation rule ("bumps when spec changes") compares the new spec's
+JSON text with the stored one, decoding the old spec only when the texts differ (equal values may be written in
+another key order). Files written before these columns existed get them, filled from the bodies, when first opened;
+processes of that earlier version must not write to the file afterwards (the triggers make their writes fail).
 
 Concurrency: the sqlite calls run synchronously on the event loop thread (a write costs a few tens of microseconds,
 less than a hop to a worker thread would) and nothing awaits inside a transaction, so the operations of one store
 are atomic with respect to each other. Writers in other processes wait for the write lock up to `busy_timeout`, blocking
 their loop meanwhile; past it the operation raises `Unavailable`, as does any operation after `close()`.
 
-Speed: a CAS update is one transaction of three statements (read the row and the head revision, write the row,
-append the event). The body is encoded once, for both rows, and the caller's copy is decoded from it: cheaper than
-the deep copies of `base.stamp_created`/`stamp_updated`, which `_stamp_created`/`_stamp_updated` below mirror
-field for field. Nothing returned shares a dict with the caller's argument or with another result.
+Speed: a CAS update is one transaction of two statements (read the identity columns and the head revision, write
+the row; the trigger appends the event). The spec is encoded once, before the transaction, and embedded as it is
+in the body, which is encoded once, for both rows; the caller's copy is decoded from it, cheaper than any deep copy.
+Nothing returned shares a dict with the caller's argument or with another result.
 
 Watch: at commit an in-process write hands its encoded body to every live watcher of this store, matched then, so
 they see it at once without reading the file. Revisions being contiguous, a watcher that meets a gap knows another
@@ -37,6 +46,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import orjson
+
 from devplace import errors
 from devplace.api import selectors
 from devplace.clocks import Clock, SystemClock
@@ -45,37 +56,52 @@ from devplace.store.base import Event, EventType, Key, ObjectList
 
 __all__ = ["SqliteStore"]
 
-# Bodies are always encoded by `_encode`, so decoding skips json.loads' whitespace and trailing-data checks;
-# cycles are caught by the recursion limit instead of a marker dict (both are refused as Invalid).
-_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-_raw_decode = json.JSONDecoder().raw_decode
-
 
 def _decode(body: str) -> dict[str, Any]:
-    obj: dict[str, Any] = _raw_decode(body)[0]
+    obj: dict[str, Any] = base.decode_json(body)
     return obj
 
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+# The identity columns come after `body` so that files from before they existed get the same shape by ALTER TABLE.
+_IDENTITY_COLUMNS = {"uid": "TEXT", "created": "TEXT", "generation": "INTEGER", "spec": "TEXT"}
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS objects (kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,"
-    " revision INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (kind, namespace, name))",
+    " revision INTEGER NOT NULL, body TEXT NOT NULL, "
+    + ", ".join(f"{column} {type_}" for column, type_ in _IDENTITY_COLUMNS.items())
+    + ", PRIMARY KEY (kind, namespace, name))",
     "CREATE TABLE IF NOT EXISTS events (revision INTEGER PRIMARY KEY, type TEXT NOT NULL, kind TEXT NOT NULL,"
     " namespace TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL)",
+    # Creates and updates append their event by trigger, in the statement that writes the row: one statement less
+    # per write, and a writer that also appends it (a process of a version before the triggers) fails instead of
+    # leaving the identity columns stale. A delete appends its event itself (its body carries the new revision).
+    "CREATE TRIGGER IF NOT EXISTS objects_added AFTER INSERT ON objects BEGIN"
+    " INSERT INTO events (revision, type, kind, namespace, name, body)"
+    " VALUES (NEW.revision, 'ADDED', NEW.kind, NEW.namespace, NEW.name, NEW.body); END",
+    "CREATE TRIGGER IF NOT EXISTS objects_modified AFTER UPDATE OF revision ON objects BEGIN"
+    " INSERT INTO events (revision, type, kind, namespace, name, body)"
+    " VALUES (NEW.revision, 'MODIFIED', NEW.kind, NEW.namespace, NEW.name, NEW.body); END",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO meta (key, value) VALUES ('compacted', 0)",
 )
 # The newest event is never compacted away, so max(events.revision) is always the store's revision.
 _HEAD = "SELECT coalesce(max(revision), 0) FROM events"
 _COMPACTED = "SELECT value FROM meta WHERE key = 'compacted'"
-_ROW_FOR_WRITE = (
-    "SELECT revision, body, (SELECT max(revision) FROM events) FROM objects"
+_ROW_FOR_UPDATE = (
+    "SELECT revision, rowid, uid, created, generation, spec, (SELECT max(revision) FROM events) FROM objects"
+    " WHERE kind = ? AND namespace = ? AND name = ?"
+)
+_ROW_FOR_DELETE = (
+    "SELECT revision, rowid, body, (SELECT max(revision) FROM events) FROM objects"
     " WHERE kind = ? AND namespace = ? AND name = ?"
 )
 _GET = "SELECT body FROM objects WHERE kind = ? AND namespace = ? AND name = ?"
-_INSERT_OBJECT = "INSERT INTO objects (kind, namespace, name, revision, body) VALUES (?, ?, ?, ?, ?)"
-_UPDATE_OBJECT = "UPDATE objects SET revision = ?, body = ? WHERE kind = ? AND namespace = ? AND name = ?"
-_DELETE_OBJECT = "DELETE FROM objects WHERE kind = ? AND namespace = ? AND name = ?"
+_INSERT_OBJECT = (
+    "INSERT INTO objects (kind, namespace, name, revision, body, uid, created, generation, spec)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)"
+)
+_UPDATE_OBJECT = "UPDATE objects SET revision = ?, body = ?, generation = ?, spec = ? WHERE rowid = ?"
+_DELETE_OBJECT = "DELETE FROM objects WHERE rowid = ?"
 _INSERT_EVENT = "INSERT INTO events (revision, type, kind, namespace, name, body) VALUES (?, ?, ?, ?, ?, ?)"
 
 _Rows = list[tuple[int, EventType, str]]  # (revision, type, body) rows of the events table
@@ -163,6 +189,7 @@ class SqliteStore:
             conn.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA:
                 conn.execute(statement)
+            _add_identity_columns(conn)
             conn.execute("COMMIT")
             self._compacted_hint: int = conn.execute(_COMPACTED).fetchone()[0]
         except sqlite3.Error as e:
@@ -180,18 +207,23 @@ class SqliteStore:
     # -- writes ---------------------------------------------------------------------------------------------
 
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        key = base.key_of(obj)
+        kind, namespace, name = base.key_fields(obj)
+        spec = obj.get("spec")
+        spec_json = None if spec is None else base.encode_json(spec).decode()
+        uid = str(uuid.uuid4())
+        created = base.rfc3339(self._clock.now())
         cur = self._begin_write()
         try:
             revision = cur.execute(_HEAD).fetchone()[0] + 1
-            stamped = _stamp_created(obj, revision, self._clock.now())
+            stamped = _with_spec(
+                base.stamped(obj, revision=revision, uid=uid, created=created, generation=1), spec_json
+            )
             body = _encode_body(stamped)
-            cur.execute(_INSERT_OBJECT, (key.kind, key.namespace, key.name, revision, body))
-            cur.execute(_INSERT_EVENT, (revision, "ADDED", key.kind, key.namespace, key.name, body))
+            cur.execute(_INSERT_OBJECT, (kind, namespace, name, revision, body, uid, created, spec_json))  # + event
             cur.execute("COMMIT")
         except sqlite3.IntegrityError as e:
             self._rollback()
-            raise errors.AlreadyExists(f"{key} already exists") from e
+            raise errors.AlreadyExists(f"{Key(kind, namespace, name)} already exists") from e
         except sqlite3.Error as e:
             self._rollback()
             raise self._unavailable(e) from e
@@ -199,20 +231,29 @@ class SqliteStore:
             self._rollback()
             raise
         self._committed(revision, "ADDED", stamped, body)
-        return _decode(body)
+        result: dict[str, Any] = orjson.loads(body)
+        return result
 
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        key = base.key_of(obj)
+        kind, namespace, name = base.key_fields(obj)
         expected = base.resource_version_of(obj)
+        spec = obj.get("spec")
+        spec_json = None if spec is None else base.encode_json(spec).decode()
         cur = self._begin_write()
         try:
-            row = cur.execute(_ROW_FOR_WRITE, (key.kind, key.namespace, key.name)).fetchone()
-            old = base.check_update_target(key, None if row is None else _decode(row[1]), expected)
-            revision = row[2] + 1
-            stamped = _stamp_updated(old, obj, revision)
+            row = cur.execute(_ROW_FOR_UPDATE, (kind, namespace, name)).fetchone()
+            if row is None or row[0] != expected:
+                base.check_revision(Key(kind, namespace, name), None if row is None else row[0], expected)
+            _, rowid, uid, created, generation, old_spec_json, head = row
+            generation = generation or 1
+            if not _same_spec(old_spec_json, spec_json, spec):
+                generation += 1
+            revision = head + 1
+            stamped = _with_spec(
+                base.stamped(obj, revision=revision, uid=uid, created=created, generation=generation), spec_json
+            )
             body = _encode_body(stamped)
-            cur.execute(_UPDATE_OBJECT, (revision, body, key.kind, key.namespace, key.name))
-            cur.execute(_INSERT_EVENT, (revision, "MODIFIED", key.kind, key.namespace, key.name, body))
+            cur.execute(_UPDATE_OBJECT, (revision, body, generation, spec_json, rowid))  # + its event, by trigger
             cur.execute("COMMIT")
         except sqlite3.Error as e:
             self._rollback()
@@ -222,7 +263,8 @@ class SqliteStore:
             raise
         # `stamped` shares nested values with the caller's `obj`: watchers match on it now, the caller gets a copy.
         self._committed(revision, "MODIFIED", stamped, body)
-        return _decode(body)
+        result: dict[str, Any] = orjson.loads(body)
+        return result
 
     async def delete(
         self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
@@ -230,15 +272,14 @@ class SqliteStore:
         key = Key(kind, namespace or "", name)
         cur = self._begin_write()
         try:
-            row = cur.execute(_ROW_FOR_WRITE, (key.kind, key.namespace, key.name)).fetchone()
-            gone: dict[str, Any] | None = None if row is None else _decode(row[1])
-            base.check_delete_precondition(key, gone, resource_version)
-            assert gone is not None
-            assert row is not None
-            revision = row[2] + 1
+            row = cur.execute(_ROW_FOR_DELETE, (key.kind, key.namespace, key.name)).fetchone()
+            base.check_delete_revision(key, None if row is None else row[0], resource_version)
+            _, rowid, old_body, head = row
+            revision = head + 1
+            gone: dict[str, Any] = _decode(old_body)
             gone["metadata"]["resourceVersion"] = str(revision)
             body = _encode_body(gone)
-            cur.execute(_DELETE_OBJECT, (key.kind, key.namespace, key.name))
+            cur.execute(_DELETE_OBJECT, (rowid,))
             cur.execute(_INSERT_EVENT, (revision, "DELETED", key.kind, key.namespace, key.name, body))
             cur.execute("COMMIT")
         except sqlite3.Error as e:
@@ -330,7 +371,10 @@ class SqliteStore:
         except sqlite3.Error as e:
             self._rollback()
             raise self._unavailable(e) from e
-        items = [_decode(row[0]) for row in rows]
+        try:
+            items: list[dict[str, Any]] = [orjson.loads(row[0]) for row in rows]
+        except orjson.JSONDecodeError:  # a body from before orjson (NaN, lone surrogates): the tolerant decoder
+            items = [_decode(row[0]) for row in rows]
         if parsed is not None:
             items = [item for item in items if base.matches(item, None, None, parsed)]
         return ObjectList(items, revision)
@@ -466,36 +510,57 @@ class SqliteStore:
 
 
 def _encode_body(obj: Mapping[str, Any]) -> str:
+    return base.encode_json(obj).decode()
+
+
+def _with_spec(stamped: dict[str, Any], spec_json: str | None) -> dict[str, Any]:
+    """Put the already encoded spec in place of the caller's, so the body's encoding embeds it as it is.
+
+    The stamped dict is then only good for encoding and for `base.matches` (which reads kind and metadata).
+    """
+    if spec_json is not None:
+        stamped["spec"] = orjson.Fragment(spec_json)
+    return stamped
+
+
+def _same_spec(old_json: str | None, new_json: str | None, new: Any) -> bool:
+    """The generation rule on encoded specs: equal JSON texts are equal specs; different texts may still be equal
+    values (keys in another order), so then the old spec is decoded and compared."""
+    if old_json == new_json:
+        return True
+    if old_json is None or new_json is None:
+        return False
+    return bool(_decode(old_json) == new)
+
+
+def _generation_of(meta: Mapping[str, Any]) -> int:
     try:
-        return _encode(obj)
-    except (TypeError, ValueError, RecursionError) as e:
-        raise errors.Invalid(f"the object is not JSON: {e}") from e
+        return int(meta.get("generation") or 1)
+    except (TypeError, ValueError):
+        return 1
 
 
-def _stamp_created(obj: Mapping[str, Any], revision: int, now: float) -> dict[str, Any]:
-    """`base.stamp_created` without its deep copy: the result is only encoded, never kept or returned."""
-    meta = dict(obj.get("metadata") or {})
-    meta["resourceVersion"] = str(revision)
-    meta["uid"] = str(uuid.uuid4())
-    meta["generation"] = 1
-    meta["creationTimestamp"] = base.rfc3339(now)
-    if not meta.get("namespace"):
-        meta.pop("namespace", None)
-    out = dict(obj)
-    out["metadata"] = meta
-    return out
-
-
-def _stamp_updated(old: Mapping[str, Any], new: Mapping[str, Any], revision: int) -> dict[str, Any]:
-    """`base.stamp_updated` without its deep copy: the result is encoded, and matched by watchers before returning."""
-    meta = dict(new.get("metadata") or {})
-    old_meta = old["metadata"]
-    meta["resourceVersion"] = str(revision)
-    meta["uid"] = old_meta.get("uid")
-    meta["creationTimestamp"] = old_meta.get("creationTimestamp")
-    meta["generation"] = base.next_generation(old, new)
-    if not meta.get("namespace"):
-        meta.pop("namespace", None)
-    out = dict(new)
-    out["metadata"] = meta
-    return out
+def _add_identity_columns(conn: sqlite3.Connection) -> None:
+    """Bring an `objects` table from before the identity columns up to date, in the caller's transaction."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(objects)")}
+    missing = [column for column in _IDENTITY_COLUMNS if column not in present]
+    if not missing:
+        return
+    for column in missing:
+        conn.execute(f"ALTER TABLE objects ADD COLUMN {column} {_IDENTITY_COLUMNS[column]}")
+    rows = conn.execute("SELECT rowid, body FROM objects").fetchall()
+    for rowid, body in rows:
+        obj = _decode(body)
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec")
+        if spec is None:
+            spec_json = None
+        else:
+            try:
+                spec_json = base.encode_json(spec).decode()
+            except errors.Invalid:  # written by the stdlib encoder (lone surrogates): only ever compared, decoded
+                spec_json = json.dumps(spec, separators=(",", ":"))
+        conn.execute(
+            "UPDATE objects SET uid = ?, created = ?, generation = ?, spec = ? WHERE rowid = ?",
+            (meta.get("uid"), meta.get("creationTimestamp"), _generation_of(meta), spec_json, rowid),
+        )
