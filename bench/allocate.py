@@ -6,6 +6,12 @@
    unix socket (no protobuf, no work) plus a bare `SqliteStore.update` of the same Instance in the same store
    (an annotation flipped, so the store's watchers cost the same). Goal:
    Allocate p50 / (echo p50 + CAS p50) <= 1.5.
+   For reference (not a floor), in the same blocks: a bare DevicePlugin servicer on its own unix socket in the same
+   process whose Allocate does one `update` of a same-sized object in the same store (so the same store watchers
+   wake; the agent has nothing to react to) and returns a prebuilt answer; each bare call is followed, untimed, by a
+   foreign write of the Instance that the agent catches up with, as each Allocate is by its release. It shows what
+   the transport, protobuf and a CAS inside an RPC cost on this machine before any agent logic: the agent's own
+   share is `allocate - reference_bare_servicer` (reported as `agent_us`).
 2. Contention: 8 agents (8 nodes) on one sqlite store, each allocating through its CL plugin against 1 Instance
    of capacity 4 and releasing again: claims per second. Zero double-booking is asserted twice: no claim ever
    returns a slot another node holds at that moment, and every Instance state in the store's watch holds at
@@ -23,6 +29,7 @@ import gc
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +116,32 @@ async def _echo_server(path: Path) -> grpc.aio.Server:
     return server
 
 
+class _BareServicer(api_pb2_grpc.DevicePluginServicer):
+    """Allocate = one CAS of `obj` (a slot's holder flipped) in `store` and a prebuilt answer: no agent logic."""
+
+    def __init__(self, store: Store, obj: dict[str, Any], slot: str, answer: api_pb2.AllocateResponse) -> None:
+        self.store = store
+        self.obj = obj
+        self.slot = slot
+        self.answer = answer
+
+    async def Allocate(
+        self, request: api_pb2.AllocateRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> api_pb2.AllocateResponse:
+        usage = self.obj["spec"]["deviceUsage"]
+        usage[self.slot] = "" if usage[self.slot] else "node-a"
+        self.obj = await self.store.update(self.obj)
+        return self.answer
+
+
+async def _bare_server(path: Path, servicer: _BareServicer) -> grpc.aio.Server:
+    server = grpc.aio.server()
+    api_pb2_grpc.add_DevicePluginServicer_to_server(servicer, server)
+    server.add_insecure_port(f"unix://{path}")
+    await server.start()
+    return server
+
+
 async def _latency(root: Path, n: int) -> dict[str, Any]:
     store = SqliteStore(root / "latency.db")
     world = World()
@@ -128,27 +161,56 @@ async def _latency(root: Path, n: int) -> dict[str, Any]:
     echo = echo_channel.unary_unary("/bench.Echo/Echo", None, None)
     payload = request.SerializeToString()
 
-    async def release() -> None:
-        def free(obj: dict[str, Any]) -> dict[str, Any] | None:
-            usage = slots.Usage.parse(name, 1, obj["spec"]["deviceUsage"])
-            released = slots.release_slot(usage, slot, slots.IL("node-a"))
-            if released is None:
-                return None
-            obj["spec"]["deviceUsage"] = released.to_wire()
-            return obj
+    answer = await stub.Allocate(request)  # the agent's answer, handed out by the bare servicer as is
+    twin = await store.get("Instance", name, "default")
+    twin_obj = await store.create(  # the Instance's body under a kind the agent does not watch
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "bench-twin", "namespace": "default"},
+            "spec": twin["spec"],
+        }
+    )
+    bare_path = root / "bare.sock"
+    bare_servicer = _BareServicer(store, twin_obj, slot, answer)  # type: ignore[abstract]  # serves Allocate only
+    bare_server = await _bare_server(bare_path, bare_servicer)
+    bare_channel = grpc.aio.insecure_channel(f"unix://{bare_path}")
+    bare = api_pb2_grpc.DevicePluginStub(bare_channel)
 
-        stored = await mutate(store, "Instance", name, "default", free)
+    async def foreign_write(change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
+        """An untimed write of the Instance by someone else; returns once the agent has seen it."""
+        stored = await mutate(store, "Instance", name, "default", change)
         rv = int(stored["metadata"]["resourceVersion"])
         while (record := agent.cache.instance("default", name)) is None or record.resource_version < rv:  # noqa: ASYNC110
             await asyncio.sleep(0)
 
+    def free(obj: dict[str, Any]) -> dict[str, Any] | None:
+        usage = slots.Usage.parse(name, 1, obj["spec"]["deviceUsage"])
+        released = slots.release_slot(usage, slot, slots.IL("node-a"))
+        if released is None:
+            return None
+        obj["spec"]["deviceUsage"] = released.to_wire()
+        return obj
+
+    def touch(obj: dict[str, Any]) -> dict[str, Any]:
+        """What follows each bare call: a write like the release that follows each Allocate, changing no slot."""
+        flip = (obj["metadata"].get("annotations") or {}).get("bench") == "0"
+        obj["metadata"]["annotations"] = {"bench": "1" if flip else "0"}
+        return obj
+
+    async def release() -> None:
+        await foreign_write(free)
+
     allocate_s: list[float] = []
     echo_s: list[float] = []
     cas_s: list[float] = []
+    bare_s: list[float] = []
+    await release()
     for _ in range(5):  # warm up every path
         await stub.Allocate(request)
         await release()
         await echo(payload)
+        await bare.Allocate(request)
     gc.collect()
     gc.disable()
     try:
@@ -163,6 +225,11 @@ async def _latency(root: Path, n: int) -> dict[str, Any]:
                 start = time.perf_counter()
                 await echo(payload)
                 echo_s.append(time.perf_counter() - start)
+            for _ in range(block):
+                start = time.perf_counter()
+                await bare.Allocate(request)
+                bare_s.append(time.perf_counter() - start)
+                await foreign_write(touch)
             # the bare CAS: the same Instance in the same store (so the same watchers), an annotation flipped
             floor_obj = await store.get("Instance", name, "default")
             for i in range(block):
@@ -176,15 +243,20 @@ async def _latency(root: Path, n: int) -> dict[str, Any]:
     await channel.close(None)
     await echo_channel.close(None)
     await echo_server.stop(None)
+    await bare_channel.close(None)
+    await bare_server.stop(None)
     await agent.stop()
     await store.close()
     out: dict[str, Any] = {
         "allocate": _summary(allocate_s),
         "floor_grpc_echo": _summary(echo_s),
         "floor_sqlite_cas": _summary(cas_s),
+        "reference_bare_servicer": _summary(bare_s),
     }
     floor = out["floor_grpc_echo"]["p50_us"] + out["floor_sqlite_cas"]["p50_us"]
     out["ratio_allocate_p50_to_floor"] = round(out["allocate"]["p50_us"] / floor, 2)
+    out["ratio_bare_servicer_p50_to_floor"] = round(out["reference_bare_servicer"]["p50_us"] / floor, 2)
+    out["agent_us"] = round(out["allocate"]["p50_us"] - out["reference_bare_servicer"]["p50_us"], 1)
     out["goal_ratio"] = 1.5
     return out
 

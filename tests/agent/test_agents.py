@@ -265,6 +265,61 @@ async def test_allocate_claims_re_offers_and_refuses_a_slot_held_elsewhere(nodes
     await b.close()
 
 
+async def test_an_il_claim_re_advertises_the_cl_list_once_answered(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=1))
+    await nodes.settle()
+    name = name_of("cam-1")
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/cams") and kubelet.registered(f"{PREFIX}/{name}"))
+    cl = kubelet.client(f"{PREFIX}/cams")
+    await cl.watch()
+    assert cl.latest == {name: "Healthy"}
+    await kubelet.client(f"{PREFIX}/{name}").allocate([f"{name}-0"])
+    await eventually(lambda: cl.latest == {name: "Unhealthy"}, "the CL list after the IL claim")
+    await nodes.settle()  # the held-back wake-ups were let go: the agent is idle again
+    assert cl.latest == {name: "Unhealthy"}
+    await cl.close()
+
+
+async def test_after_an_allocate_the_agent_lists_pod_resources_again(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=2))
+    await nodes.settle()
+    name = name_of("cam-1")
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/{name}"), "IL registration")
+    lists = kubelet.lists
+    await kubelet.client(f"{PREFIX}/{name}").allocate([f"{name}-0"])
+    await nodes.settle()
+    assert kubelet.lists > lists
+
+
+async def test_a_re_offer_answers_alike_until_the_broker_properties_change(nodes: Nodes) -> None:
+    await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=2, broker_properties={"RESOLUTION": "1080p"}))
+    await nodes.settle()
+    name = name_of("cam-1")
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/{name}"), "IL registration")
+    client = kubelet.client(f"{PREFIX}/{name}")
+    first = await client.allocate([f"{name}-0"])
+    again = await client.allocate([f"{name}-0"])
+    assert again == first
+    assert first.container_responses[0].envs["RESOLUTION"] == "1080p"
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    cfg["spec"]["brokerProperties"] = {"RESOLUTION": "4k"}
+    await nodes.store.update(cfg)
+    await nodes.settle()
+    changed = await client.allocate([f"{name}-0"])
+    assert changed.container_responses[0].envs["RESOLUTION"] == "4k"
+    assert changed.container_responses[0].annotations == first.container_responses[0].annotations
+    await client.close()
+
+
 async def test_a_failed_multi_container_request_holds_nothing(nodes: Nodes) -> None:
     await nodes.add("node-a")
     await nodes.add("node-b")

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from devplace import errors
+from devplace.agent import slots
 from devplace.agent.caches import NodeCache
+from devplace.agent.instances import InstanceRecord
+from devplace.agent.slots import Usage
 from devplace.store import MemoryStore
 
 
@@ -104,3 +109,89 @@ async def test_mutate_instance_re_decides_on_the_stored_copy_when_the_cache_is_s
     result = await cache.mutate_instance("default", "cams-8120fe", claim)
     assert seen == ["", "node-b"]  # first on the stale cache (Conflict), then on the fresh copy
     assert result["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-b"}
+
+
+def claim_for(node: str) -> Callable[[InstanceRecord], Usage | None]:
+    """The IL claim of slot 0 for `node` (None when it already holds it; refused when someone else does)."""
+
+    def decide(record: InstanceRecord) -> Usage | None:
+        outcome = slots.claim_slots(record.usage, [f"{record.name}-0"], node, node in record.nodes)
+        if isinstance(outcome, slots.Refusal):
+            raise errors.Refused(outcome.reason)
+        return outcome.usage if outcome.changed else None
+
+    return decide
+
+
+async def test_update_usage_on_a_current_cache_writes_once_and_caches_what_it_wrote(
+    memory_store: MemoryStore,
+) -> None:
+    stored = await memory_store.create(instance())
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Instance", "ADDED", stored)
+    before = cache.instance("default", "cams-8120fe")
+    assert before is not None
+    heard: list[tuple[str, tuple[str, str]]] = []
+    cache.listeners.append(lambda kind, key: heard.append((kind, key)))
+
+    record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
+
+    in_store = await memory_store.get("Instance", "cams-8120fe", "default")
+    assert in_store["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-a"}
+    assert record.resource_version == int(in_store["metadata"]["resourceVersion"]) == before.resource_version + 1
+    assert cache.instance("default", "cams-8120fe") is record
+    assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
+    assert record.nodes is before.nodes  # only the usage was new: nothing else parsed again
+    assert heard == [("Instance", ("default", "cams-8120fe"))]
+    assert before.obj["spec"]["deviceUsage"] == {"cams-8120fe-0": ""}  # the cached object was not changed
+
+
+async def test_update_usage_deciding_nothing_writes_nothing(memory_store: MemoryStore) -> None:
+    stored = await memory_store.create(instance(holder="node-a"))
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Instance", "ADDED", stored)
+    record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))  # a re-offer
+    assert record.resource_version == int(stored["metadata"]["resourceVersion"])
+    after = await memory_store.get("Instance", "cams-8120fe", "default")
+    assert after["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+
+
+async def test_update_usage_re_decides_on_the_stored_copy_when_the_cache_is_stale(memory_store: MemoryStore) -> None:
+    stored = await memory_store.create(instance())
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Instance", "ADDED", stored)
+    newer = {**stored, "spec": {**stored["spec"], "deviceUsage": {"cams-8120fe-0": "node-b"}}}
+    await memory_store.update(newer)  # the cache has not seen this yet
+    seen: list[str] = []
+    claim = claim_for("node-a")
+
+    def watching(record: InstanceRecord) -> Usage | None:
+        seen.append(record.usage.to_wire()["cams-8120fe-0"])
+        return claim(record)
+
+    with pytest.raises(errors.Refused, match="held by node-b"):
+        await cache.update_usage("default", "cams-8120fe", watching)
+    assert seen == ["", "node-b"]  # first on the stale cache (Conflict), then on the fresh copy
+    after = await memory_store.get("Instance", "cams-8120fe", "default")
+    assert after["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-b"}
+
+
+async def test_update_usage_without_a_cached_record_reads_and_validates_the_stored_one(
+    memory_store: MemoryStore,
+) -> None:
+    await memory_store.create(instance())
+    cache = NodeCache(memory_store, "node-a")
+    record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
+    assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
+    assert cache.instance("default", "cams-8120fe") is record
+    bad = instance("cams-a19705")
+    bad["spec"]["capacity"] = "many"
+    await memory_store.create(bad)
+    with pytest.raises(errors.Invalid):
+        await cache.update_usage("default", "cams-a19705", claim_for("node-a"))
+
+
+async def test_update_usage_of_a_missing_instance_is_not_found(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    with pytest.raises(errors.NotFound):
+        await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))

@@ -10,12 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.agent import instances
+from devplace.agent import instances, slots
 from devplace.agent.instances import OFFLINE_SINCE, Delete, InstanceRecord
+from devplace.agent.slots import IL
 from devplace.api import Configuration
 from devplace.discovery import Device, DeviceSpec, Mount
 
 NOW = 1_767_225_600.0
+IL_A = IL("node-a")
 
 
 def configuration(capacity: int = 2, broker_properties: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -279,3 +281,69 @@ def test_instance_names_are_valid_object_names(device_id: str, shared: bool) -> 
     assert name.startswith("cfg-")
     assert len(name) == 10
     assert all(c in "0123456789abcdef" for c in name[4:])
+
+
+def _fields(record: InstanceRecord) -> dict[str, Any]:
+    return {
+        "name": record.name,
+        "namespace": record.namespace,
+        "configuration": record.configuration,
+        "shared": record.shared,
+        "nodes": record.nodes,
+        "usage": (record.usage.instance, record.usage.capacity, list(record.usage.holders.items()), record.usage.held),
+        "broker_properties": dict(record.broker_properties),
+        "offline_since": record.offline_since,
+        "resource_version": record.resource_version,
+    }
+
+
+_holder_wire = st.sampled_from(["", "node-a", "node-b", "C:x:node-a"])
+_variants = st.fixed_dictionaries(
+    {
+        "holders": st.lists(_holder_wire, min_size=1, max_size=3),
+        "capacity": st.integers(1, 3),
+        "nodes": st.lists(st.sampled_from(["node-a", "node-b"]), max_size=2, unique=True),
+        "props": st.dictionaries(st.sampled_from(["URL", "MODEL"]), st.sampled_from(["a", "b"]), max_size=2),
+        "offline": st.booleans(),
+    }
+)
+
+
+def _variant(v: dict[str, Any], rv: int) -> dict[str, Any]:
+    obj = _instance(v["nodes"], annotations={OFFLINE_SINCE: instances.timestamp(NOW)} if v["offline"] else None)
+    name = obj["metadata"]["name"]
+    obj["spec"]["capacity"] = v["capacity"]
+    obj["spec"]["deviceUsage"] = {slots.slot_name(name, i): h for i, h in enumerate(v["holders"])}
+    obj["spec"]["brokerProperties"] = v["props"]
+    return stored(obj, rv)
+
+
+@given(_variants, _variants)
+def test_a_record_parsed_against_its_predecessor_equals_one_parsed_from_scratch(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    previous = InstanceRecord.from_wire(_variant(before, 7))
+    obj = _variant(after, 8)
+    assert _fields(InstanceRecord.from_wire(obj, previous=previous)) == _fields(InstanceRecord.from_wire(obj))
+
+
+def test_unchanged_parts_of_a_record_are_taken_over_not_parsed_again() -> None:
+    first = InstanceRecord.from_wire(_instance(["node-a"]))
+    obj = _instance(["node-a", "node-b"])
+    obj["metadata"]["resourceVersion"] = "8"
+    second = InstanceRecord.from_wire(obj, previous=first)
+    assert second.usage is first.usage
+    assert second.broker_properties is first.broker_properties
+    assert second.nodes == ("node-a", "node-b")
+
+
+def test_with_usage_is_the_record_of_the_written_object() -> None:
+    record = InstanceRecord.from_wire(_instance(["node-a"]))
+    slot = next(iter(record.usage.holders))
+    claim = record.usage.with_holders({slot: IL_A})
+    written = {**record.obj, "spec": {**record.obj["spec"], "deviceUsage": claim.to_wire()}}
+    written = stored(written, 12)
+    after = record.with_usage(written, claim)
+    assert _fields(after) == _fields(InstanceRecord.from_wire(written))
+    assert after.obj is written
+    assert record.resource_version == 7  # the old record is left as it was

@@ -288,6 +288,55 @@ def test_claims_never_exceed_capacity_or_take_a_held_slot(wire: list[str], asks:
         assert current.held <= current.capacity
 
 
+def _one_by_one(current: Usage, wanted: list[str], node: str) -> Claim | Refusal:
+    """The rule for several slots in one container: each claimed in turn on what the previous left, all or none."""
+    if len(set(wanted)) != len(wanted):
+        return Refusal("twice")
+    new: list[str] = []
+    for slot in wanted:
+        outcome = slots.claim_slots(current, [slot], node, True)
+        if isinstance(outcome, Refusal):
+            return outcome
+        new += outcome.new
+        current = outcome.usage
+    return Claim(tuple(wanted), current, tuple(new))
+
+
+@given(
+    st.lists(st.sampled_from(["", "", "a", "b", "C:x:a"]), min_size=1, max_size=6),
+    st.integers(min_value=0, max_value=6),
+    st.lists(st.integers(0, 6), max_size=4),
+)
+def test_claiming_several_slots_at_once_is_claiming_them_one_by_one(
+    wire: list[str], capacity: int, indexes: list[int]
+) -> None:
+    current = Usage.parse(INST, capacity, {slots.slot_name(INST, i): h for i, h in enumerate(wire)})
+    wanted = [slots.slot_name(INST, i) for i in indexes]
+    together = slots.claim_slots(current, wanted, "a", True)
+    expected = _one_by_one(current, wanted, "a")
+    assert type(together) is type(expected)
+    if isinstance(together, Claim) and isinstance(expected, Claim):
+        assert together.slots == expected.slots
+        assert together.new == expected.new
+        assert together.usage.to_wire() == expected.usage.to_wire()
+        assert list(together.usage.holders) == list(expected.usage.holders)  # same slot order, too
+        assert together.usage.held == expected.usage.held <= max(capacity, current.held)
+
+
+@given(
+    st.lists(
+        st.sampled_from(["", "a", "b", f"C:{INST}:a", f"C:{INST}-1:a", f"C:{INST}-4:a", f"C:{INST}-0:b"]), max_size=5
+    ),
+    st.integers(1, 4),
+    st.booleans(),
+    st.sampled_from([INST, f"{INST}-0", f"{INST}-1", f"{INST}-3", f"{INST}-4", f"{INST}-x", "other-0"]),
+)
+def test_cl_advertised_is_membership_in_the_cl_list(wire: list[str], capacity: int, unique: bool, vdev: str) -> None:
+    current = Usage.parse(INST, capacity, {slots.slot_name(INST, i): h for i, h in enumerate(wire)})
+    listed = any(d.id == vdev for d in slots.cl_health([current], "a", unique))
+    assert slots.cl_advertised(current, vdev, "a", unique) == listed
+
+
 # -- health lists: seed 000's walk-through --------------------------------------------------------------------
 
 A = "akri-onvif-8120fe"

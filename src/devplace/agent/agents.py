@@ -13,6 +13,11 @@ Instance and plugin work in order, while Allocate calls (kubelet) and releases r
 only in the store, through CAS, so no lock is needed. `is_idle` is exact: it is False while any work is marked or
 any claim, release or registration is running.
 
+Allocate first: while an Allocate is in flight (`hold`), ListAndWatch wake-ups (except forced ones, after a refusal)
+and the PodResources look a claim asks for are recorded but not started; they start when the last Allocate in
+flight has ended, i.e. its answer is on the wire. The kubelet admits one pod at a time, so this defers them by the
+length of one RPC; nothing is lost (a held notification counts as pending, a held look keeps the agent busy).
+
 Failure semantics: a store error in a reconcile is logged and the Configuration is retried after a short real
 backoff; a broken discovery stream or bad discoveryDetails become a condition on the Configuration (and a missing
 or vanished handler is retried when the node's handler registry changes); a kubelet that is absent or restarts is
@@ -108,7 +113,7 @@ class Agent:
         self._retry_at: dict[Key, float] = {}
         self._timers: dict[Key, tuple[float, asyncio.Task[None]]] = {}
         self._instance_config: dict[Key, str] = {}
-        self._shapes: dict[Key, tuple[object, ...]] = {}
+        self._lifecycles: dict[Key, instances.InstanceRecord] = {}
         self._visible: set[Key] = set()
         # plugins
         self._servers: dict[PluginKey, PluginServer] = {}
@@ -125,6 +130,9 @@ class Agent:
         self._absent_since: dict[DeviceKey, float] = {}
         self._refresh_again = False
         self._refreshing = False
+        self._holds = 0
+        self._held_wakes: set[PluginKey] = set()
+        self._held_refresh = False
         self._pr_channel: grpc.aio.Channel | None = None
         self._podresources_present = False
         # lifecycle
@@ -151,15 +159,47 @@ class Agent:
         return self._device_maps.get((namespace, record.configuration), {}).get(instance)
 
     def allocated(self, keys: Iterable[DeviceKey]) -> None:
-        """After an Allocate: remember when (release guards), and look at PodResources again soon, so a re-offer
-        to the same pod is seen as that pod's again (and its deletion still frees at once)."""
+        """After an Allocate: remember when (release guards; at once, before any later pod event is seen), and look
+        at PodResources again once the answer is out, so a re-offer to the same pod is seen as that pod's again
+        (and its deletion still frees at once)."""
         seq = next(self._seq)
         now = self.clock.now()
         for key in keys:
             self._alloc_seq[key] = seq
             self._alloc_at[key] = now
             self._absent_since.pop(key, None)
-        self._request_refresh()
+        if self._holds:
+            self._held_refresh = True
+        else:
+            self._request_refresh()
+
+    def hold(self) -> Callable[[], None]:
+        """Busy, with plugin wake-ups and PodResources looks held back, until the returned function is called."""
+        self._busy += 1
+        self._holds += 1
+        resumed = False
+
+        def resume() -> None:
+            nonlocal resumed
+            if resumed:
+                return
+            resumed = True
+            self._busy -= 1
+            self._holds -= 1
+            if self._holds == 0:
+                self._release_held()
+
+        return resume
+
+    def _release_held(self) -> None:
+        wakes, self._held_wakes = self._held_wakes, set()
+        for key in wakes:
+            server = self._servers.get(key)
+            if server is not None:
+                server.plugin.wake()
+        if self._held_refresh:
+            self._held_refresh = False
+            self._request_refresh()
 
     @contextlib.contextmanager
     def working(self) -> Iterator[None]:
@@ -295,16 +335,15 @@ class Agent:
         configuration = self._instance_config.get(key)
         if record is None:
             self._instance_config.pop(key, None)
-        shape = _lifecycle_shape(record)
         if configuration is not None:
             # a claim or release changes only holders: nothing for the Instance lifecycle to decide
-            if self._shapes.get(key) != shape:
+            if not _same_lifecycle(self._lifecycles.get(key), record):
                 self._mark((key[0], configuration))
             self._notify("cl", (key[0], configuration))
-        if shape is None:
-            self._shapes.pop(key, None)
+        if record is None:
+            self._lifecycles.pop(key, None)
         else:
-            self._shapes[key] = shape
+            self._lifecycles[key] = record
         self._notify("il", key)
         visible = record is not None and self.node in record.nodes
         if visible != (key in self._visible):
@@ -316,8 +355,14 @@ class Agent:
             self._wake.set()
 
     def _notify(self, kind: str, key: Key, force: bool = False) -> None:
-        server = self._servers.get((kind, *key))
-        if server is not None:
+        plugin_key = (kind, *key)
+        server = self._servers.get(plugin_key)
+        if server is None:
+            return
+        if self._holds and not force:
+            server.plugin.notify(wake=False)
+            self._held_wakes.add(plugin_key)
+        else:
             server.plugin.notify(force)
 
     def _mark(self, key: Key) -> None:
@@ -746,36 +791,28 @@ class Agent:
             await self._free(slot)
 
     async def _free(self, held: HeldSlot) -> None:
-        def release(obj: dict[str, Any]) -> dict[str, Any] | None:
-            spec = obj["spec"]
-            usage = slots.Usage.parse(held.instance, int(spec.get("capacity", 1)), spec.get("deviceUsage") or {})
-            released = slots.release_slot(usage, held.slot, held.holder)
-            if released is None:
-                return None
-            out = dict(obj)
-            out["spec"] = {**spec, "deviceUsage": released.to_wire()}
-            return out
-
         try:
-            await self._cache.mutate_instance(held.namespace, held.instance, release)
+            await self._cache.update_usage(
+                held.namespace, held.instance, lambda record: slots.release_slot(record.usage, held.slot, held.holder)
+            )
         except errors.NotFound:
             return
         self._absent_since.pop(held.device, None)
         log.info("%s: released %s (%s)", self.node, held.slot, held.holder)
 
 
-def _lifecycle_shape(record: instances.InstanceRecord | None) -> tuple[object, ...] | None:
-    """What `instances.plan` reads of an Instance (everything but who holds which slot)."""
-    if record is None:
-        return None
+def _same_lifecycle(old: instances.InstanceRecord | None, new: instances.InstanceRecord | None) -> bool:
+    """Whether `instances.plan` reads the same of both (everything but who holds which slot)."""
+    if old is None or new is None:
+        return old is new
     return (
-        record.configuration,
-        record.shared,
-        record.nodes,
-        record.usage.capacity,
-        tuple(record.usage.holders),
-        tuple(sorted(record.broker_properties.items())),
-        record.offline_since,
+        old.configuration == new.configuration
+        and old.shared == new.shared
+        and old.nodes == new.nodes
+        and old.usage.capacity == new.usage.capacity
+        and old.usage.holders.keys() == new.usage.holders.keys()
+        and old.broker_properties == new.broker_properties
+        and old.offline_since == new.offline_since
     )
 
 

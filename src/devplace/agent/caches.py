@@ -5,10 +5,16 @@ revisions are global and monotonic, so "newer" is well defined; deletions leave 
 cannot resurrect a deleted object). Every Instance is parsed once here into an `InstanceRecord`; an object that
 does not parse is logged and treated as absent, never trusted.
 
-Instance writes go through `mutate_instance` / `remove_instance`: a compare-and-swap on the cached copy first (one
-store round trip when the cache is current, the common case for Allocate), then the store's read-decide-write loop
-on `Conflict`. The decision is re-run on every fresh copy, so it is always made on the state it overwrites.
+Instance writes go through `update_usage` (who holds which slot: claims and releases), `mutate_instance` (anything
+else) and `remove_instance`: a compare-and-swap on the cached copy first (one store round trip when the cache is
+current, the common case for Allocate), then the store's read-decide-write loop on `Conflict`. The decision is re-run
+on every fresh copy, so it is always made on the state it overwrites.
 Listeners are called synchronously on every change, on the event loop, with the kind and key that changed.
+
+Speed (Allocate is on the kubelet's pod admission path): `update_usage` decides on the parsed record, writes an object
+that shares everything but `spec.deviceUsage` with the cached one, and caches the result as that record with the new
+usage, so a claim parses, validates and copies nothing. A watch event is parsed against the record it replaces, so
+parts whose wire form did not change (usually all but deviceUsage) are taken over instead of parsed again.
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
+from devplace.agent import slots
 from devplace.agent.instances import Delete, InstanceRecord
 from devplace.api import Configuration
 from devplace.store import Store, mutate
 
-__all__ = ["Decide", "DecideDelete", "NodeCache", "PodInfo"]
+__all__ = ["Decide", "DecideDelete", "DecideUsage", "NodeCache", "PodInfo"]
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 Decide = Callable[[dict[str, Any]], dict[str, Any] | None]
 DecideDelete = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
+DecideUsage = Callable[[InstanceRecord], slots.Usage | None]
 Listener = Callable[[str, Key], None]
 
 _TOMBSTONES = 50_000
@@ -52,6 +60,11 @@ def _rv(obj: Mapping[str, Any]) -> int:
         return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
     except ValueError:
         return 0
+
+
+def _with_usage(obj: dict[str, Any], usage: slots.Usage) -> dict[str, Any]:
+    """A new object sharing everything but `spec.deviceUsage` with `obj` (which is left untouched)."""
+    return {**obj, "spec": {**obj["spec"], "deviceUsage": usage.to_wire()}}
 
 
 def _key(obj: Mapping[str, Any]) -> Key:
@@ -119,16 +132,11 @@ class NodeCache:
     def _put(self, kind: str, key: Key, obj: Mapping[str, Any], own: bool = False) -> None:
         if kind == "Instance":
             try:
-                record = InstanceRecord.from_wire(obj, validate=not own)
+                record = InstanceRecord.from_wire(obj, validate=not own, previous=self.instances.get(key))
             except (errors.Invalid, KeyError, TypeError, ValueError) as e:
                 self._refuse(kind, key, str(e))
                 return
-            old = self.instances.get(key)
-            if old is not None and old.configuration != record.configuration:
-                self._by_configuration.get((key[0], old.configuration), set()).discard(key[1])
-            self._invalid.pop((kind, *key), None)
-            self.instances[key] = record
-            self._by_configuration.setdefault((key[0], record.configuration), set()).add(key[1])
+            self._put_instance(key, record)
         elif kind == "Configuration":
             try:
                 self.configurations[key] = Configuration.from_obj(obj)
@@ -145,6 +153,24 @@ class NodeCache:
             meta = obj.get("metadata") or {}
             phase = (obj.get("status") or {}).get("phase") or "Pending"
             self.pods[key] = PodInfo(key[0], key[1], str(meta.get("uid") or ""), str(phase))
+
+    def _put_instance(self, key: Key, record: InstanceRecord) -> None:
+        old = self.instances.get(key)
+        if old is not None and old.configuration != record.configuration:
+            self._by_configuration.get((key[0], old.configuration), set()).discard(key[1])
+        self._invalid.pop(("Instance", *key), None)
+        self.instances[key] = record
+        self._by_configuration.setdefault((key[0], record.configuration), set()).add(key[1])
+
+    def _apply_record(self, record: InstanceRecord) -> None:
+        """Cache a record this agent parsed or built itself (a write result or a fresh read); older -> ignored."""
+        key = (record.namespace, record.name)
+        if not self._fresh("Instance", key, record.resource_version):
+            return
+        self._revisions[("Instance", *key)] = record.resource_version
+        self._put_instance(key, record)
+        for listener in list(self.listeners):
+            listener("Instance", key)
 
     def _refuse(self, kind: str, key: Key, reason: str) -> None:
         """An object that does not parse is treated as absent; said once per distinct reason, not per event."""
@@ -191,6 +217,43 @@ class NodeCache:
         return touched
 
     # -- writes (compare-and-swap) --------------------------------------------------------------------------
+
+    async def update_usage(self, namespace: str, name: str, decide: DecideUsage) -> InstanceRecord:
+        """Change who holds which slot of an Instance, by CAS; returns the record written (or, when `decide` changes
+        nothing, the one it decided on).
+
+        `decide` gets the parsed record (the cached one first, a fresh validated read after a `Conflict` or when
+        the cache has none) and returns the new usage, or None for "nothing to change"; it may raise to refuse,
+        and then nothing is written. Raises `NotFound` when the Instance does not exist.
+        """
+        key = (namespace, name)
+        cached = self.instances.get(key)
+        if cached is not None:
+            usage = decide(cached)
+            if usage is None:
+                return cached
+            try:
+                stored = await self.store.update(_with_usage(cached.obj, usage))
+            except errors.Conflict:
+                pass
+            else:
+                record = cached.with_usage(stored, usage)
+                self._apply_record(record)
+                return record
+        decided: list[tuple[InstanceRecord, slots.Usage | None]] = []
+
+        def on_fresh(obj: dict[str, Any]) -> dict[str, Any] | None:
+            record = InstanceRecord.from_wire(obj, previous=self.instances.get(key))
+            usage = decide(record)
+            decided[:] = [(record, usage)]
+            return None if usage is None else _with_usage(obj, usage)
+
+        stored = await mutate(self.store, "Instance", name, namespace, on_fresh)
+        record, usage = decided[0]
+        if usage is not None:
+            record = record.with_usage(stored, usage)
+        self._apply_record(record)
+        return record
 
     async def mutate_instance(self, namespace: str, name: str, decide: Decide) -> dict[str, Any]:
         """Apply `decide` to the Instance until a CAS lands (first on the cached copy); returns the stored object.

@@ -89,12 +89,16 @@ class InstanceRecord:
     resource_version: int
 
     @classmethod
-    def from_wire(cls, obj: Mapping[str, Any], *, validate: bool = True) -> InstanceRecord:
+    def from_wire(
+        cls, obj: Mapping[str, Any], *, validate: bool = True, previous: InstanceRecord | None = None
+    ) -> InstanceRecord:
         """Parse a stored Instance (not copied: store results are the caller's own copies).
 
         `validate`: check it against the api model first (`errors.Invalid` names the bad field). Only the agent's
         own write results skip it: they were built from validated objects by the pure decisions here and in
         `slots`, and their holders are parsed (and so checked) either way.
+        `previous`: the record this one replaces; parts whose wire form is equal to its are taken over instead of
+        parsed again (a watch event usually changes one field, most often only who holds a slot).
         """
         if validate:
             Instance.from_obj(obj)
@@ -103,18 +107,42 @@ class InstanceRecord:
         name = meta["name"]
         capacity = int(spec.get("capacity", 1))
         since_raw = (meta.get("annotations") or {}).get(OFFLINE_SINCE)
+        wire_usage = spec.get("deviceUsage") or {}
+        wire_props = spec.get("brokerProperties") or {}
+        wire_nodes = spec.get("nodes") or ()
+        usage: slots.Usage | None = None
+        props: Mapping[str, str] | None = None
+        nodes: tuple[str, ...] | None = None
+        if previous is not None and previous.name == name:
+            old_spec = previous.obj["spec"]
+            if previous.usage.capacity == capacity and (old_spec.get("deviceUsage") or {}) == wire_usage:
+                usage = previous.usage
+            if previous.broker_properties == wire_props:
+                props = previous.broker_properties
+            if previous.nodes == tuple(wire_nodes):
+                nodes = previous.nodes
         return cls(
             obj=obj if isinstance(obj, dict) else dict(obj),
             name=name,
             namespace=meta.get("namespace") or "",
             configuration=spec["configurationName"],
             shared=bool(spec.get("shared", False)),
-            nodes=tuple(spec.get("nodes") or ()),
-            usage=slots.Usage.parse(name, capacity, spec.get("deviceUsage") or {}),
-            broker_properties=dict(spec.get("brokerProperties") or {}),
+            nodes=tuple(wire_nodes) if nodes is None else nodes,
+            usage=slots.Usage.parse(name, capacity, wire_usage) if usage is None else usage,
+            broker_properties=dict(wire_props) if props is None else props,
             offline_since=_parse_timestamp(since_raw) if since_raw else None,
             resource_version=int(meta.get("resourceVersion") or 0),
         )
+
+    def with_usage(self, stored: dict[str, Any], usage: slots.Usage) -> InstanceRecord:
+        """The record of `stored`, this agent's write of exactly this record's object with `usage` as deviceUsage
+        (nothing else changed, so nothing else is parsed again)."""
+        # a field-for-field copy: what `dataclasses.replace` does, minus its per-field checks (Allocate's path)
+        record: InstanceRecord = object.__new__(InstanceRecord)
+        record.__dict__.update(
+            self.__dict__, obj=stored, usage=usage, resource_version=int(stored["metadata"]["resourceVersion"])
+        )
+        return record
 
     @property
     def digest(self) -> str:

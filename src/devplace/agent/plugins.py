@@ -6,9 +6,14 @@ on its own unix socket and registers it. The decisions are in `slots`; this modu
 - ListAndWatch sends the full list at once and again whenever the agent notifies a change (many changes collapse
   into one send; a send is skipped when the list did not change, unless forced after a refused Allocate, when the
   kubelet evidently had a stale view: Akri #849).
-- Allocate claims by compare-and-swap on the Instance (`NodeCache.mutate_instance`), re-deciding on every fresh
+- Allocate claims by compare-and-swap on the Instance (`NodeCache.update_usage`), re-deciding on every fresh
   copy. A refusal becomes a gRPC error through `devplace.deviceplugin.errors` (the one mapping), and every slot
-  claimed earlier in the same request is released again, so a failed request holds nothing.
+  claimed earlier in the same request is released again, so a failed request holds nothing; the kubelet is sent
+  a fresh list at once (forced), so it stops offering what it cannot have.
+- Allocate is on the kubelet's pod admission path, so it does only what the answer needs: the pure decision on the
+  cached record, one CAS, the response (kept and handed out again while the same slots of unchanged Instances are
+  granted). What a claim sets off besides (ListAndWatch re-sends, a PodResources look) is held back by the agent
+  (`PluginHost.hold`) until the RPC has ended, i.e. its answer is on the wire.
 - IL: device ids are slot names. CL: device ids are virtual devices (`slots` explains them); each maps to a free
   slot of its Instance at Allocate time, and re-offering a vdev this node holds returns the same slot.
 
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import grpc.aio
@@ -74,11 +78,13 @@ class PluginHost(Protocol):
         ...
 
     def allocated(self, keys: Iterable[DeviceKey]) -> None:
-        """Called after a successful Allocate (release bookkeeping)."""
+        """Called after each container's successful claim (release bookkeeping)."""
         ...
 
-    def working(self) -> AbstractContextManager[None]:
-        """Marks the agent busy for the duration (so `Agent.is_idle` is exact)."""
+    def hold(self) -> Callable[[], None]:
+        """Count the agent busy and hold back unforced ListAndWatch wake-ups and the follow-up work of claims until
+        the returned function is called (once, when the Allocate's answer is on its way), so `Agent.is_idle` stays
+        exact and the answer is not queued behind work it does not need."""
         ...
 
 
@@ -134,16 +140,22 @@ def preference_of(annotations: Mapping[str, str]) -> slots.Preference:
     return "spread"
 
 
-def _with_usage(obj: dict[str, Any], usage: slots.Usage) -> dict[str, Any]:
-    """A new object sharing everything but `spec.deviceUsage` with `obj` (which is left untouched)."""
-    return {**obj, "spec": {**obj["spec"], "deviceUsage": usage.to_wire()}}
+def _after_rpc(context: Context, resume: Callable[[], None]) -> bool:
+    """Call `resume` once the RPC has ended (gRPC calls done-callbacks on every ending: answered, aborted, cancelled,
+    timed out); False if `context` cannot, and the caller resumes at once."""
+    add_done_callback = getattr(context, "add_done_callback", None)
+    if add_done_callback is None:
+        return False
+    try:
+        add_done_callback(lambda _context: resume())
+    except Exception:  # an RPC that has already ended
+        return False
+    return True
 
 
-def _usage_of(obj: Mapping[str, Any]) -> tuple[slots.Usage, list[str]]:
-    spec = obj["spec"]
-    name = obj["metadata"]["name"]
-    usage = slots.Usage.parse(name, int(spec.get("capacity", 1)), spec.get("deviceUsage") or {})
-    return usage, list(spec.get("nodes") or [])
+ResponseKey = tuple[tuple[tuple[str, str, Mapping[str, str], Device | None], ...], ...]
+"""Per container, per granted slot: (Instance, slot, its brokerProperties, the discovered device): all an
+AllocateResponse is made of. Compared with ==, which is an identity check while nothing changed."""
 
 
 class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
@@ -162,6 +174,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._streams: dict[int, int] = {}
         self._stream_ids = 0
         self._closed = False
+        self._response: tuple[ResponseKey, api_pb2.AllocateResponse] | None = None
         self.last_sent: list[slots.DeviceHealth] | None = None
 
     # -- what subclasses provide ----------------------------------------------------------------------------
@@ -175,11 +188,19 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
 
     # -- notification ---------------------------------------------------------------------------------------
 
-    def notify(self, force: bool = False) -> None:
-        """The agent saw a change that may affect this plugin's list (force: send even if unchanged)."""
+    def notify(self, force: bool = False, wake: bool = True) -> None:
+        """The agent saw a change that may affect this plugin's list (force: send even if unchanged).
+
+        `wake=False` records it (so `pending` is True) without waking the streams yet: `wake()` follows later.
+        """
         self._generation += 1
         if force:
             self._forced = self._generation
+        if wake:
+            self.wake()
+
+    def wake(self) -> None:
+        """Let the open streams send what they have not sent yet."""
         if self._streams:  # with no stream open there is nobody to wake; a new stream reads the state fresh
             self._signal.fire()
 
@@ -246,21 +267,48 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         return slots.preferred_allocation(available, must_include, size, {})
 
     async def Allocate(self, request: api_pb2.AllocateRequest, context: Context) -> api_pb2.AllocateResponse:
-        with self.host.working():
-            undo: list[Undo] = []
-            responses: list[api_pb2.ContainerAllocateResponse] = []
-            try:
-                for req in request.container_requests:
-                    granted, done = await self.claim_container(list(req.devices_ids))
-                    undo.extend(done)
-                    devices = {record.name: self.host.device(record.namespace, record.name) for record, _ in granted}
-                    responses.append(container_response(granted, devices))
-                    self.host.allocated((self.resource_name, device_id) for device_id in req.devices_ids)
-            except errors.DevplaceError as e:
-                await self._rollback(undo)
-                log.info("%s: Allocate refused: %s", self.resource_name, e.message)
-                await abort(context, e)
-            return api_pb2.AllocateResponse(container_responses=responses)
+        resume = self.host.hold()
+        handed_over = False
+        undo: list[Undo] = []
+        try:
+            grants: list[list[tuple[InstanceRecord, str]]] = []
+            for req in request.container_requests:
+                ids = list(req.devices_ids)
+                granted, done = await self.claim_container(ids)
+                undo.extend(done)
+                grants.append(granted)
+                self.host.allocated([(self.resource_name, device_id) for device_id in ids])
+            response = self._response_for(grants)
+            handed_over = _after_rpc(context, resume)
+            return response
+        except errors.DevplaceError as e:
+            await self._rollback(undo)
+            log.info("%s: Allocate refused: %s", self.resource_name, e.message)
+            await abort(context, e)
+        finally:
+            if not handed_over:
+                resume()
+
+    def _response_for(self, grants: Sequence[Sequence[tuple[InstanceRecord, str]]]) -> api_pb2.AllocateResponse:
+        """The AllocateResponse for these grants; the last one is handed out again while it would come out the same
+        (nobody changes a response once built: gRPC only serializes it)."""
+        key: ResponseKey = tuple(
+            tuple(
+                (record.name, slot, record.broker_properties, self.host.device(record.namespace, record.name))
+                for record, slot in granted
+            )
+            for granted in grants
+        )
+        if self._response is not None and self._response[0] == key:
+            return self._response[1]
+        response = api_pb2.AllocateResponse(
+            container_responses=[
+                container_response(granted, {name: device for name, _, _, device in parts})
+                for granted, parts in zip(grants, key, strict=True)
+            ]
+        )
+        self._response = (key, response)
+        return response
 
     async def PreStartContainer(
         self, request: api_pb2.PreStartContainerRequest, context: Context
@@ -272,27 +320,27 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     async def _claim(self, instance: str, decide: ClaimDecision) -> tuple[InstanceRecord, slots.Claim, list[Undo]]:
         """CAS loop around a pure claim; a refusal re-reads the Instance and forces a fresh list to the kubelet."""
         outcome: list[slots.Claim] = []
+        node = self.host.node
 
-        def apply(obj: dict[str, Any]) -> dict[str, Any] | None:
-            usage, nodes = _usage_of(obj)
-            decision = decide(usage, self.host.node in nodes)
+        def apply(record: InstanceRecord) -> slots.Usage | None:
+            decision = decide(record.usage, node in record.nodes)
             if isinstance(decision, slots.Refusal):
                 raise errors.Refused(decision.reason)
             outcome[:] = [decision]
-            return _with_usage(obj, decision.usage) if decision.changed else None
+            return decision.usage if decision.changed else None
 
         cache = self.host.cache
+        namespace = self.namespace_of(instance)
         try:
-            stored = await cache.mutate_instance(self.namespace_of(instance), instance, apply)
+            record = await cache.update_usage(namespace, instance, apply)
         except (errors.NotFound, errors.Refused) as e:
-            await cache.refresh_instance(self.namespace_of(instance), instance)
+            await cache.refresh_instance(namespace, instance)
             self.notify(force=True)
             if isinstance(e, errors.NotFound):
                 raise errors.Refused(f"{instance} no longer exists") from e
             raise
         claim = outcome[0]
-        record = cache.instance(self.namespace_of(instance), instance) or InstanceRecord.from_wire(stored)
-        undo = [(record.namespace, instance, slot, claim.usage.holders[slot]) for slot in claim.new]
+        undo = [(namespace, instance, slot, claim.usage.holders[slot]) for slot in claim.new]
         return record, claim, undo
 
     def namespace_of(self, instance: str) -> str:
@@ -301,13 +349,11 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     async def _rollback(self, undo: Sequence[Undo]) -> None:
         for namespace, instance, slot, holder in reversed(undo):
 
-            def release(obj: dict[str, Any], slot: str = slot, holder: slots.Holder = holder) -> dict[str, Any] | None:
-                usage, _ = _usage_of(obj)
-                released = slots.release_slot(usage, slot, holder)
-                return None if released is None else _with_usage(obj, released)
+            def release(record: InstanceRecord, slot: str = slot, holder: slots.Holder = holder) -> slots.Usage | None:
+                return slots.release_slot(record.usage, slot, holder)
 
             try:
-                await self.host.cache.mutate_instance(namespace, instance, release)
+                await self.host.cache.update_usage(namespace, instance, release)
             except errors.DevplaceError as e:
                 log.warning("%s: could not roll back %s: %s", self.resource_name, slot, e.message)
 
@@ -371,7 +417,7 @@ class ConfigurationPlugin(DevicePlugin):
                 record = self.host.cache.instance(self.namespace, candidate)
                 if record is None or record.configuration != self.name or node not in record.nodes:
                     continue
-                if any(d.id == vdev for d in slots.cl_health([record.usage], node, unique)):
+                if slots.cl_advertised(record.usage, vdev, node, unique):
                     out[vdev] = candidate
                     break
         return out

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from devplace import errors
@@ -45,6 +45,7 @@ __all__ = [
     "Refusal",
     "Usage",
     "check_unique_request",
+    "cl_advertised",
     "cl_health",
     "claim_slots",
     "claim_vdevs",
@@ -150,11 +151,16 @@ class Usage:
     instance: str
     capacity: int
     holders: Mapping[str, Holder]
+    held: int = field(init=False, repr=False, compare=False)
+    """How many slots are held (counted once: `holders` never changes)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "held", sum(1 for h in self.holders.values() if not isinstance(h, Free)))
 
     @classmethod
     def parse(cls, instance: str, capacity: int, device_usage: Mapping[str, str]) -> Usage:
         """Parse the wire map; a bad holder raises `errors.Invalid` naming `spec.deviceUsage.<slot>`."""
-        holders = {slot: parse_holder(raw, f"spec.deviceUsage.{slot}") for slot, raw in sorted(device_usage.items())}
+        holders = {slot: parse_holder(raw, f"spec.deviceUsage.{slot}") for slot, raw in device_usage.items()}
         return cls(instance, capacity, _ordered(instance, holders))
 
     def to_wire(self) -> dict[str, str]:
@@ -162,10 +168,6 @@ class Usage:
 
     def index(self, slot: str) -> int | None:
         return slot_index(self.instance, slot)
-
-    @property
-    def held(self) -> int:
-        return sum(1 for h in self.holders.values() if not isinstance(h, Free))
 
     def is_canonical(self, slot: str) -> bool:
         index = self.index(slot)
@@ -186,12 +188,15 @@ class Usage:
     def with_holders(self, changes: Mapping[str, Holder | None]) -> Usage:
         """A copy with `changes` applied (None removes the slot)."""
         holders = dict(self.holders)
+        reorder = False
         for slot, holder in changes.items():
             if holder is None:
                 holders.pop(slot, None)
             else:
+                reorder = reorder or slot not in holders
                 holders[slot] = holder
-        return Usage(self.instance, self.capacity, _ordered(self.instance, holders))
+        # changing who holds an existing slot keeps the order; only a new slot needs its place found
+        return Usage(self.instance, self.capacity, _ordered(self.instance, holders) if reorder else holders)
 
 
 def _ordered(instance: str, holders: Mapping[str, Holder]) -> dict[str, Holder]:
@@ -245,20 +250,21 @@ def claim_slots(usage: Usage, wanted: Sequence[str], node: str, visible: bool) -
         return Refusal(f"the request names a slot of {usage.instance} twice: {', '.join(wanted)}")
     mine = IL(node)
     new: list[str] = []
-    current = usage
     for slot in wanted:
         holder = usage.holders.get(slot)
         if holder is None:
             return Refusal(f"{slot} is not a slot of {usage.instance}")
-        if holder == mine:
-            continue
         if not isinstance(holder, Free):
+            if holder == mine:
+                continue
             return Refusal(f"{slot} is held by {holder}")
-        if not current.claimable(slot):
-            return Refusal(f"{slot} cannot be claimed: {current.held} of {usage.capacity} slots are held")
+        held = usage.held + len(new)  # the slots claimed so far in this request count too
+        if not usage.is_canonical(slot) or held >= usage.capacity:
+            return Refusal(f"{slot} cannot be claimed: {held} of {usage.capacity} slots are held")
         new.append(slot)
-        current = current.with_holders({slot: mine})
-    return Claim(tuple(wanted), current, tuple(new))
+    if not new:
+        return Claim(tuple(wanted), usage)
+    return Claim(tuple(wanted), usage.with_holders(dict.fromkeys(new, mine)), tuple(new))
 
 
 def vdev_instance(vdev: str, instances: Iterable[str]) -> str | None:
@@ -391,6 +397,18 @@ def cl_health(usages: Iterable[Usage], node: str, unique: bool) -> list[DeviceHe
             else:
                 out.append(DeviceHealth(name, False, usage.instance))
     return out
+
+
+def cl_advertised(usage: Usage, vdev: str, node: str, unique: bool) -> bool:
+    """Whether `vdev` is among `cl_health([usage], node, unique)`, Healthy or not (without building the list)."""
+    if unique:
+        return vdev == usage.instance
+    index = slot_index(usage.instance, vdev)
+    if index is not None and index < usage.capacity:
+        return True
+    if vdev_instance(vdev, [usage.instance]) is None:
+        return False
+    return any(isinstance(h, CL) and h.node == node and h.vdev == vdev for h in usage.holders.values())
 
 
 Preference = Literal["spread", "pack"]

@@ -125,16 +125,22 @@ class _Watcher:
         self.waiter: asyncio.Future[None] | None = None
 
     def offer(self, revision: int, type_: EventType, obj: Mapping[str, Any], body: str) -> None:
-        """Called right after a local commit, while `obj` is still unshared: match now, decode on delivery."""
+        """Called right after a local commit, while `obj` is still unshared: match now, decode on delivery.
+
+        Only a matching event (or an overflow) wakes the watcher: a filtered-out event leaves a marker that keeps
+        the revisions contiguous and is drained at the next matching event or poll, so a write of one kind does not
+        wake every other kind's watcher (each wake costs a data_version query).
+        """
         if self.overflowed:
-            pass
-        elif len(self.pending) >= _PENDING_LIMIT:
+            return
+        if len(self.pending) >= _PENDING_LIMIT:
             self.pending.clear()
             self.overflowed = True
         elif base.matches(obj, self.kind, self.namespace, self.selector):
             self.pending.append((revision, type_, body))
         else:
             self.pending.append((revision, None, ""))
+            return
         self.wake()
 
     def wake(self) -> None:
