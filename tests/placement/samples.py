@@ -5,6 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from devplace.api import fleet
+from devplace.api.quantity import Quantity
+from devplace.placement.hpa import Requirement
+
 Obj = dict[str, Any]
 
 
@@ -217,8 +221,6 @@ async def build_seed(
     """Seed 004's usage example through the catalog: provider `edge` with SEED_CLUSTERS, project my-proj1,
     composite app my-capp1 v1.0 with apps fwall and analytics, deployment intent group my-dig1 with both HPA intents,
     and (optionally) a generic intent putting analytics on any of cluster-3 and cluster-7."""
-    from devplace.api import fleet
-
     await catalog.create(fleet.CLUSTER_PROVIDER, (), {"metadata": {"name": "edge"}})
     for name, nodes in (SEED_CLUSTERS if clusters is None else clusters).items():
         await catalog.create(fleet.CLUSTER, ("edge",), {"metadata": {"name": name}, "spec": {"nodes": nodes}})
@@ -285,3 +287,19 @@ def pod_obj(name: str, node: str | None, phase: str = "Running", **requests: str
         "spec": spec,
         "status": {"phase": phase},
     }
+
+
+def need(name: str, requests: str | None = None, limits: str | None = None, **kw: Any) -> Requirement:
+    """An allocatable requirement: `need("cpu", "2", "4")`."""
+    return Requirement(
+        name,
+        f"{name}-req",
+        requests=None if requests is None else Quantity(requests),
+        limits=None if limits is None else Quantity(limits),
+        **kw,
+    )
+
+
+def label(key: str, value: str, **kw: Any) -> Requirement:
+    """A non-allocatable (node label) requirement: `label("turbo", "on")`."""
+    return Requirement(key, f"{key}-label", allocatable=False, value=value, **kw)

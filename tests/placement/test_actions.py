@@ -7,29 +7,14 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from devplace.api.quantity import Quantity
 from devplace.placement.actions import patch_manifests, replicas_of, target_problems, warnings, workload_replicas
 from devplace.placement.hpa import Consumer, Requirement
 from devplace.placement.inventory import ClusterInventory, ClusterRef, NodeInventory, milli
-from tests.placement.samples import workload
+from tests.placement.samples import label, need, workload
 
 
 def valid(obj: dict[str, Any]) -> None:
     kubernetes_validate.validate(obj, "1.37.0", strict=True)
-
-
-def need(name: str, requests: str | None = None, limits: str | None = None, **kw: Any) -> Requirement:
-    return Requirement(
-        name,
-        f"{name}-req",
-        requests=None if requests is None else Quantity(requests),
-        limits=None if limits is None else Quantity(limits),
-        **kw,
-    )
-
-
-def label(key: str, value: str, **kw: Any) -> Requirement:
-    return Requirement(key, f"{key}-label", allocatable=False, value=value, **kw)
 
 
 def cluster(**free: str) -> ClusterInventory:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from devplace.api import fleet, names
 from devplace.clocks import SystemClock
 from devplace.placement.catalog import Catalog, dig_state
 from devplace.store import MemoryStore, Store
+from devplace.store.base import ObjectList
 
 P = ("my-proj1",)
 CA = ("my-proj1", "my-capp1", "v1.0")
@@ -211,9 +213,54 @@ async def test_bad_bodies_change_nothing(catalog: Catalog) -> None:
     assert await catalog.list_bodies(fleet.HPA_REQUIREMENT, CONSUMER) == []
 
 
+class Interleaving(MemoryStore):
+    """A memory store that lets other tasks run before and after every call (a bare MemoryStore never suspends, so
+    tasks gathered over it would simply run one after another and no race could happen)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.rng = random.Random(seed)
+
+    async def _yield(self) -> None:
+        for _ in range(self.rng.randrange(3)):
+            await asyncio.sleep(0)
+
+    async def create(self, obj: Any) -> dict[str, Any]:
+        await self._yield()
+        try:
+            return await super().create(obj)
+        finally:
+            await self._yield()
+
+    async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
+        await self._yield()
+        return await super().get(kind, name, namespace)
+
+    async def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> ObjectList:
+        await self._yield()
+        return await super().list(kind, namespace, selector)
+
+    async def update(self, obj: Any) -> dict[str, Any]:
+        await self._yield()
+        try:
+            return await super().update(obj)
+        finally:
+            await self._yield()
+
+    async def delete(
+        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        await self._yield()
+        try:
+            return await super().delete(kind, name, namespace, resource_version=resource_version)
+        finally:
+            await self._yield()
+
+
 async def test_a_child_never_outlives_a_concurrently_deleted_parent() -> None:
-    store = MemoryStore()
+    store = Interleaving(seed=4)
     catalog = Catalog(store, clock=SystemClock())
+    outcomes: set[str] = set()
     for round_ in range(30):
         project = f"p{round_}"
         await catalog.create(fleet.PROJECT, (), meta(project))
@@ -222,17 +269,44 @@ async def test_a_child_never_outlives_a_concurrently_deleted_parent() -> None:
             body = {**meta(f"c{i}"), "spec": {"compositeAppVersion": "v1"}}
             try:
                 await catalog.create(fleet.COMPOSITE_APP, (project,), body)
-            except errors.NotFound:
-                pass
+            except errors.NotFound as e:
+                outcomes.add("child lost" if "was being created" in e.message else "parent gone")
 
         async def remove(project: str = project) -> None:
             try:
                 await catalog.delete(fleet.PROJECT, (project,))
+                outcomes.add("parent deleted")
             except errors.Refused:
-                pass
+                outcomes.add("parent refused")
 
         await asyncio.gather(add_child(0), remove(), add_child(1), add_child(2))
         children = (await store.list("CompositeApp", "")).items
         mine = [c for c in children if c["spec"]["path"][0] == project]
         parent_exists = bool([p for p in (await store.list("Project", "")).items if p["spec"]["path"] == [project]])
         assert parent_exists or not mine, f"round {round_}: orphans {[c['spec']['path'] for c in mine]}"
+    # the interleavings this test is about did happen: the parent won some races and lost others
+    assert outcomes >= {"child lost", "parent deleted", "parent refused"}, outcomes
+
+
+class ParentVanishes(MemoryStore):
+    """Right after the child is stored, someone rewrites it (new resourceVersion) and the parent is deleted."""
+
+    async def create(self, obj: Any) -> dict[str, Any]:
+        stored = await super().create(obj)
+        if obj["kind"] == "CompositeApp":
+            rewritten = await super().update({**stored, "metadata": {**stored["metadata"], "annotations": {"x": "1"}}})
+            assert rewritten["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
+            project = fleet.PROJECT.store_name(P)
+            await super().delete(
+                "Project", project, resource_version=(await self.get("Project", project))["metadata"]["resourceVersion"]
+            )
+        return stored
+
+
+async def test_a_child_whose_parent_vanished_is_removed_even_if_it_was_rewritten_meanwhile() -> None:
+    store = ParentVanishes()
+    catalog = Catalog(store, clock=SystemClock())
+    await build(catalog, 1)
+    with pytest.raises(errors.NotFound, match=r'project "my-proj1" not found \(deleted while composite app'):
+        await catalog.create(fleet.COMPOSITE_APP, P, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}})
+    assert (await store.list("CompositeApp", "")).items == []

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from devplace.clocks import FakeClock
+from devplace.placement import controllers
 from devplace.placement.candidates import Candidate
 from devplace.placement.controllers import (
     GenericPlacement,
@@ -80,7 +81,5 @@ def test_more_controllers_can_register() -> None:
         register(Fixed(timeout=5.0))
         assert [c.timeout for c in default_controllers() if c.name == "fixed"] == [5.0]
     finally:
-        from devplace.placement import controllers
-
         controllers._REGISTERED.clear()
     assert [c.name for c in default_controllers()] == ["generic", "hpa"]

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.api.quantity import Quantity
 from devplace.placement.hpa import (
     Consumer,
     Contended,
@@ -24,6 +23,7 @@ from devplace.placement.hpa import (
     show_amount,
 )
 from devplace.placement.inventory import ClusterInventory, ClusterRef, NodeInventory, milli
+from tests.placement.samples import label, need
 
 EDGE = "edge"
 
@@ -42,20 +42,6 @@ def node(name: str, labels: dict[str, str] | None = None, **free: str) -> NodeIn
 
 def cluster(name: str, *nodes: NodeInventory, problem: str | None = None) -> ClusterInventory:
     return ClusterInventory(ref(name), {}, tuple(nodes), problem)
-
-
-def need(name: str, requests: str | None = None, limits: str | None = None, **kw: Any) -> Requirement:
-    return Requirement(
-        name,
-        f"{name}-req",
-        requests=None if requests is None else Quantity(requests),
-        limits=None if limits is None else Quantity(limits),
-        **kw,
-    )
-
-
-def label(key: str, value: str, **kw: Any) -> Requirement:
-    return Requirement(key, f"{key}-label", allocatable=False, value=value, **kw)
 
 
 def consumer(app: str, name: str, *reqs: Requirement, replicas: int = 1) -> Consumer:

@@ -208,3 +208,22 @@ async def test_live_clusters_are_read_at_every_plan() -> None:
         doc = await service.plan(DIG_PATH)
         live_reason = next(r for r in app_of(doc, "analytics")["rejected"] if r["cluster"] == "live")["reason"]
         assert live_reason == "no node has intel.com/qat >= 1 (max 0) for logger"
+
+
+async def test_an_app_intent_orphaned_by_its_deleted_placement_intent_is_ignored(seeded: PlacementService) -> None:
+    catalog = seeded.catalog
+    gone = (*DIG_PATH, "gone")
+    await catalog.create(fleet.GENERIC_PLACEMENT_INTENT, DIG_PATH, {"metadata": {"name": "gone"}})
+    pin = {
+        "metadata": {"name": "fwall-on-2"},
+        "spec": {"app": "fwall", "intent": {"allOf": [{"clusterProvider": "edge", "cluster": "cluster-2"}]}},
+    }
+    await catalog.create(fleet.GENERIC_APP_INTENT, gone, pin)
+    assert clusters_of(await seeded.plan(DIG_PATH), "fwall") == ["cluster-2"]
+    # a process died between deleting the intent and its child (the catalog would have refused): the orphan stays
+    level = fleet.GENERIC_PLACEMENT_INTENT
+    stored = await catalog.store.get(level.kind, level.store_name(gone))
+    await catalog.store.delete(
+        level.kind, level.store_name(gone), resource_version=stored["metadata"]["resourceVersion"]
+    )
+    assert clusters_of(await seeded.plan(DIG_PATH), "fwall") == ["cluster-1"]

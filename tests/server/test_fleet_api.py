@@ -294,6 +294,11 @@ async def test_plan_and_instantiate_accept_an_empty_body(client: httpx2.AsyncCli
     await populate(client)
     assert (await client.post(f"{DIG}/plan")).status_code == 200
     assert (await client.post(f"{DIG}/plan", json={})).status_code == 200
+    bare = f"{CA}/deployment-intent-groups/bare"  # no intents: the app goes to the one cluster
+    assert (await client.post(f"{CA}/deployment-intent-groups", json={"metadata": {"name": "bare"}})).status_code == 201
+    r = await client.post(f"{bare}/instantiate")
+    assert r.status_code == 202, r.text
+    assert [(a["name"], [c["cluster"] for c in a["clusters"]]) for a in r.json()["apps"]] == [("web", ["c1"])]
 
 
 async def test_the_openapi_document_describes_the_fleet_api(client: httpx2.AsyncClient) -> None:

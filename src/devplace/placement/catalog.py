@@ -14,7 +14,7 @@ updates `store.update` with the resourceVersion just read, deletes carry it as a
 - Interleavings: if the child's bump lands before the parent's write, the parent's precondition fails and the re-run
   sees the child; if the parent's write lands first, the child's bump finds no parent and the child removes itself.
   Either way no child outlives its parent (a process dying between (2) and (3) of a create can leave one orphan,
-  which plans ignore because they read through the parent).
+  which plans ignore: `service` drops every object of the subtree whose parent is not in it).
 - Writes below a deployment intent group also bump the group, so its resourceVersion changes whenever anything a plan
   reads from its subtree changes; instantiation writes its decision with a CAS on the version it planned from.
 """
@@ -51,6 +51,7 @@ class Subtree:
 
     dig: Obj
     apps: list[Obj]
+    placement_intents: list[Obj]
     app_intents: list[Obj]
     hpa_intents: list[Obj]
     consumers: list[Obj]
@@ -139,6 +140,7 @@ class Catalog:
         return Subtree(
             dig=dig,
             apps=await self.children(fleet.APP, capp),
+            placement_intents=await self._labelled(fleet.GENERIC_PLACEMENT_INTENT, fleet.DIG_LABEL, name),
             app_intents=await self._labelled(fleet.GENERIC_APP_INTENT, fleet.DIG_LABEL, name),
             hpa_intents=await self._labelled(fleet.HPA_INTENT, fleet.DIG_LABEL, name),
             consumers=await self._labelled(fleet.HPA_CONSUMER, fleet.DIG_LABEL, name),
@@ -187,15 +189,12 @@ class Catalog:
                 "allocatable requirement exists",
             )
         for sibling in await self.children(level, consumer["metadata"]["name"]):
-            other = sibling["spec"]["emco"]
-            sspec = other.get("spec") or {}
-            same_resource = sspec.get("name") == body.spec.name
-            allocatable = sspec.get("allocatable") is not False and sspec.get("value") is None
-            if same_resource and allocatable and other["metadata"]["name"] != body.name:
+            other = fleet.HpaRequirementBody.model_validate(sibling["spec"]["emco"])
+            if other.spec.name == body.spec.name and other.spec.is_allocatable and other.name != body.name:
                 raise errors.Invalid.field(
                     "spec.name",
-                    f"hpa resource consumer {consumer_name!r} already has requirement "
-                    f"{other['metadata']['name']!r} for {body.spec.name}",
+                    f"hpa resource consumer {consumer_name!r} already has requirement {other.name!r} "
+                    f"for {body.spec.name}",
                 )
 
     async def _bump(self, level: Level, path: tuple[str, ...]) -> None:
@@ -234,14 +233,27 @@ class Catalog:
         try:
             await self._touch_parents(level, path)
         except errors.NotFound as e:
-            try:
-                await self.store.delete(
-                    level.kind, stored["metadata"]["name"], resource_version=stored["metadata"]["resourceVersion"]
-                )
-            except (errors.NotFound, errors.Conflict):
-                pass
+            await self._withdraw(level, stored)
             raise errors.NotFound(f"{e.message} (deleted while {level.describe(path)} was being created)") from e
         return view(stored)
+
+    async def _withdraw(self, level: Level, stored: Obj) -> None:
+        """Delete a child whose parent vanished while it was being created, even if it was written meanwhile."""
+        name = stored["metadata"]["name"]
+        current = stored
+        for attempt in range(self.attempts):
+            try:
+                await self.store.delete(level.kind, name, resource_version=current["metadata"]["resourceVersion"])
+                return
+            except errors.NotFound:
+                return
+            except errors.Conflict:
+                await self._backoff(attempt)
+            try:
+                current = await self.store.get(level.kind, name)
+            except errors.NotFound:
+                return
+        raise errors.Conflict(f"{level.kind} {name}: gave up removing it after {self.attempts} conflicting writes")
 
     async def _refuse_children(self, level: Level, path: tuple[str, ...], verb: str) -> None:
         name = level.store_name(path)
@@ -311,7 +323,7 @@ class Catalog:
             try:
                 await self._touch_parents(level, path)
             except errors.NotFound:
-                pass
+                pass  # the parent went right after this child did: nothing is left to keep consistent
             return
         raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
 

@@ -94,8 +94,11 @@ class PlacementService:
             for o in tree.apps
         }
         app_intents = []
+        placement_intents = {path_of(o)[4] for o in tree.placement_intents}
         for obj in tree.app_intents:
             path = path_of(obj)
+            if path[4] not in placement_intents:
+                continue  # an orphan left by an interrupted create; its placement intent is gone
             name = f"{path[4]}/{path[5]}"
             try:
                 body = fleet.GenericAppIntentBody.parse(obj["spec"]["emco"])
