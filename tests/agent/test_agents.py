@@ -16,7 +16,7 @@ from devplace.agent.instances import OFFLINE_SINCE
 from devplace.discovery import Device, HandlerRegistry
 from devplace.store import Store
 
-from .conftest import PREFIX, Nodes, configuration, eventually, pod
+from .conftest import PREFIX, MiniKubelet, Nodes, configuration, eventually, pod
 
 
 async def instance_list(store: Store) -> list[dict[str, Any]]:
@@ -213,16 +213,24 @@ async def test_plugins_register_with_the_kubelet_and_list_slots_and_vdevs(nodes:
     await il.close()
 
 
-async def test_list_and_watch_updates_after_another_node_claims_a_slot(nodes: Nodes) -> None:
+async def shared_camera(
+    nodes: Nodes, properties: dict[str, str] | None = None
+) -> tuple[str, str, MiniKubelet, MiniKubelet]:
+    """cam-1 shared by node-a and node-b, capacity 2: (Instance, IL resource, kubelet a, kubelet b), both registered."""
     await nodes.add("node-a")
     await nodes.add("node-b")
-    nodes.world.plug("cam-1", ["node-a", "node-b"])
+    nodes.world.plug("cam-1", ["node-a", "node-b"], properties)
     await nodes.store.create(configuration(capacity=2))
     await nodes.settle()
     name = name_of("cam-1")
     resource = f"{PREFIX}/{name}"
     ka, kb = nodes.kubelets["node-a"], nodes.kubelets["node-b"]
     await eventually(lambda: ka.registered(resource) and kb.registered(resource), "IL registrations")
+    return name, resource, ka, kb
+
+
+async def test_list_and_watch_updates_after_another_node_claims_a_slot(nodes: Nodes) -> None:
+    name, resource, ka, kb = await shared_camera(nodes)
     watcher = ka.client(resource)
     await watcher.watch()
     claimer = kb.client(resource)
@@ -234,15 +242,7 @@ async def test_list_and_watch_updates_after_another_node_claims_a_slot(nodes: No
 
 
 async def test_allocate_claims_re_offers_and_refuses_a_slot_held_elsewhere(nodes: Nodes) -> None:
-    await nodes.add("node-a")
-    await nodes.add("node-b")
-    nodes.world.plug("cam-1", ["node-a", "node-b"], {"ip": "10.0.0.1"})
-    await nodes.store.create(configuration(capacity=2))
-    await nodes.settle()
-    name = name_of("cam-1")
-    resource = f"{PREFIX}/{name}"
-    ka, kb = nodes.kubelets["node-a"], nodes.kubelets["node-b"]
-    await eventually(lambda: ka.registered(resource) and kb.registered(resource), "IL registrations")
+    name, resource, ka, kb = await shared_camera(nodes, {"ip": "10.0.0.1"})
     a, b = ka.client(resource), kb.client(resource)
     await b.watch()
     response = await a.allocate([f"{name}-0"])
@@ -321,18 +321,12 @@ async def test_a_re_offer_answers_alike_until_the_broker_properties_change(nodes
 
 
 async def test_a_failed_multi_container_request_holds_nothing(nodes: Nodes) -> None:
-    await nodes.add("node-a")
-    await nodes.add("node-b")
-    nodes.world.plug("cam-1", ["node-a", "node-b"])
-    await nodes.store.create(configuration(capacity=2))
-    await nodes.settle()
-    name = name_of("cam-1")
-    resource = f"{PREFIX}/{name}"
-    ka, kb = nodes.kubelets["node-a"], nodes.kubelets["node-b"]
-    await eventually(lambda: ka.registered(resource) and kb.registered(resource), "IL registrations")
+    name, resource, ka, kb = await shared_camera(nodes)
     await kb.client(resource).allocate([f"{name}-1"])
-    with pytest.raises(grpc.aio.AioRpcError):
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
         await ka.client(resource).allocate([f"{name}-0"], [f"{name}-1"])
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"{name}-1 is held by node-b" in (refused.value.details() or "")
     inst = await only_instance(nodes.store)
     assert inst["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": "node-b"}
 

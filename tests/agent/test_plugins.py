@@ -1,14 +1,21 @@
-"""The pure parts of the plugins: AllocateResponse contents and the CL preference knob."""
+"""The plugins: AllocateResponse contents, the CL preference knob, and Allocate's rollback of a failed request."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
 
 from devplace.agent import plugins
+from devplace.agent.caches import NodeCache
 from devplace.agent.instances import InstanceRecord
+from devplace.deviceplugin.v1beta1 import api_pb2
 from devplace.discovery import Device, DeviceSpec, Mount
+from devplace.store import MemoryStore
+
+from .conftest import configuration
 
 
 def record(name: str, props: dict[str, str]) -> InstanceRecord:
@@ -79,3 +86,87 @@ def test_two_slots_of_one_instance_name_it_once() -> None:
 )
 def test_cl_preference_reads_the_configuration_annotation(annotations: dict[str, str], expected: str) -> None:
     assert plugins.preference_of(annotations) == expected
+
+
+class _Host:
+    """The least a plugin needs from its agent: a cache and a node name."""
+
+    def __init__(self, cache: NodeCache) -> None:
+        self._cache = cache
+
+    @property
+    def cache(self) -> NodeCache:
+        return self._cache
+
+    @property
+    def node(self) -> str:
+        return "node-a"
+
+    def device(self, namespace: str, instance: str) -> Device | None:
+        return None
+
+    def allocated(self, keys: Iterable[Any]) -> None:
+        pass
+
+    def hold(self) -> Callable[[], None]:
+        return lambda: None
+
+
+class _FailingStore:
+    """A MemoryStore whose `fail_at`-th update does not complete: it hangs (`hang`) or raises a non-devplace error."""
+
+    def __init__(self, store: MemoryStore, fail_at: int, hang: bool) -> None:
+        self._store = store
+        self._fail_at = fail_at
+        self._hang = hang
+        self.updates = 0
+        self.reached = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.updates += 1
+        if self.updates == self._fail_at:
+            self.reached.set()
+            if self._hang:
+                await asyncio.Event().wait()
+            raise RuntimeError("the backend broke")
+        return await self._store.update(obj)
+
+
+@pytest.mark.parametrize("ending", ["cancelled", "crashed"])
+@pytest.mark.parametrize("level", ["IL", "CL"])
+async def test_an_allocate_that_ends_mid_request_releases_what_it_claimed(
+    memory_store: MemoryStore, level: str, ending: str
+) -> None:
+    """The kubelet's deadline (the RPC is cancelled) or an unexpected error during the second claim of a request (IL:
+    the second container's; CL: the second Instance of one container's): the first claim is undone at once, not left
+    held until the release grace."""
+    names = ["cams-8120fe", "cams-a19705"]
+    for name in names:
+        await memory_store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
+    store = _FailingStore(memory_store, fail_at=2, hang=ending == "cancelled")
+    cache = NodeCache(store, "node-a")
+    cache.replace_all("Configuration", [configuration(capacity=2, unique=True)])
+    cache.replace_all("Instance", (await memory_store.list("Instance")).items)
+    plugin: plugins.DevicePlugin
+    if level == "IL":
+        plugin = plugins.InstancePlugin(_Host(cache), "default", names[0], "devplace.io")
+        containers = [[f"{names[0]}-0"], [f"{names[0]}-1"]]
+    else:
+        plugin = plugins.ConfigurationPlugin(_Host(cache), "default", "cams", "devplace.io")
+        containers = [names]
+    request = api_pb2.AllocateRequest(
+        container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids) for ids in containers]
+    )
+    call = asyncio.create_task(plugin.Allocate(request, None))  # type: ignore[arg-type]
+    await asyncio.wait_for(store.reached.wait(), 5)
+    if ending == "cancelled":
+        call.cancel()
+    with pytest.raises(asyncio.CancelledError if ending == "cancelled" else RuntimeError):
+        await call
+    for name in names:
+        stored = await memory_store.get("Instance", name, "default")
+        assert stored["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": ""}
+    assert store.updates == 3  # the first claim, the failed one, the release

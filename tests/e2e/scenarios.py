@@ -79,10 +79,29 @@ class InstanceHistory:
     """Every state every Instance went through, as a store watch delivered them."""
 
     states: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    revision: int = 0
+    """The store revision of the last event `follow` saw (of any kind): the history is complete up to it."""
 
     def record(self, event_type: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         self.states.setdefault(name, []).append({} if event_type == "DELETED" else usage(obj))
+
+    async def follow(self, store: Store, since: int) -> None:
+        """Record every Instance state after `since`. Watches every kind, so `revision` keeps up with the store."""
+        self.revision = since
+        async for event in store.watch(since=since):
+            if event.object.get("kind") == "Instance":
+                self.record(event.type, event.object)
+            self.revision = event.revision
+
+    async def caught_up(self, store: Store, timeout: float = 5.0) -> None:
+        """Wait (a bounded poll) until every change the store has made so far has reached the history."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.revision < (wanted := await store.revision()):
+            if loop.time() > deadline:
+                raise AssertionError(f"the Instance watch is at revision {self.revision}, the store at {wanted}")
+            await asyncio.sleep(0.001)
 
     def transitions(self) -> Iterator[tuple[str, str, str, str]]:
         """(instance, slot, before, after) for every change of a slot's holder between consecutive states."""
@@ -107,18 +126,12 @@ async def recording(store: Store) -> Any:
     """Record every Instance state from now on, through a store watch, while the block runs."""
     history = InstanceHistory()
     listed = await store.list("Instance")
-    since = listed.revision
     for obj in listed.items:
         history.record("ADDED", obj)
-
-    async def follow() -> None:
-        async for event in store.watch("Instance", since=since):
-            history.record(event.type, event.object)
-
-    task = asyncio.create_task(follow())
+    task = asyncio.create_task(history.follow(store, listed.revision))
     try:
         yield history
+        await history.caught_up(store)
     finally:
-        await asyncio.sleep(0.01)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

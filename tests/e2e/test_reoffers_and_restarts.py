@@ -65,7 +65,7 @@ async def test_a_re_offer_of_a_slot_taken_by_another_node_is_refused():
         stolen["spec"] = {**instance["spec"], "deviceUsage": {slot: "node-b"}}
         await fleet.store.update(stolen)
         await fleet.settle()
-        with pytest.raises(errors.DevplaceError):
+        with pytest.raises(errors.Refused, match=f"{slot} is held by node-b"):
             await fleet.kubelet("node-a").reallocate("default", "p")
         [after] = await instances(fleet)
         assert held(after) == {slot: "node-b"}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from devplace.store import MemoryStore
 from tests.e2e.scenarios import InstanceHistory, cl_holder_node
 
 
@@ -29,3 +32,21 @@ def test_claims_and_releases_through_free_are_not_double_bookings():
 def test_cl_holders_name_their_node():
     assert cl_holder_node("C:akri-onvif-8120fe:node-a") == "node-a"
     assert cl_holder_node("node-a") is None
+
+
+async def test_a_followed_history_catches_up_with_every_store_write(memory_store: MemoryStore) -> None:
+    history = InstanceHistory()
+    task = asyncio.create_task(history.follow(memory_store, await memory_store.revision()))
+    try:
+        cam = {"apiVersion": "akri.sh/v0", "kind": "Instance", **_instance({"cam-0": ""})}
+        cam["metadata"]["namespace"] = "default"
+        stored = await memory_store.create(cam)
+        stored["spec"]["deviceUsage"] = {"cam-0": "node-a"}
+        await memory_store.update(stored)
+        await memory_store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}})
+        await history.caught_up(memory_store)
+        assert history.revision == await memory_store.revision()
+        assert history.states == {"cam": [{"cam-0": ""}, {"cam-0": "node-a"}]}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

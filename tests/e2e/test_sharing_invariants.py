@@ -46,15 +46,12 @@ class SlotSharing(RuleBasedStateMachine):
             self.fleet.add_node(node)
         await self.fleet.__aenter__()
         listed = await self.fleet.store.list("Instance")
-        self._watch = asyncio.create_task(self._follow(listed.revision))
+        assert listed.items == []
+        self._watch = asyncio.create_task(self.history.follow(self.fleet.store, listed.revision))
         self.fleet.plug("cam-1", nodes=NODES)
         self.fleet.plug("cam-2", nodes=NODES[:2])
         await self.fleet.apply(configuration("cams", capacity=2, unique=True))
         await self.fleet.settle()
-
-    async def _follow(self, since: int) -> None:
-        async for change in self.fleet.store.watch("Instance", since=since):
-            self.history.record(change.type, change.object)
 
     # -- rules -----------------------------------------------------------------------------------------------------
 
@@ -109,7 +106,7 @@ class SlotSharing(RuleBasedStateMachine):
 
     @invariant()
     def no_slot_ever_passes_between_holders(self) -> None:
-        self.run(asyncio.sleep(0.005))
+        self.run(self.history.caught_up(self.fleet.store))
         assert self.history.double_bookings() == []
 
     @invariant()
@@ -151,6 +148,7 @@ class SlotSharing(RuleBasedStateMachine):
             await self.fleet.advance(GRACE + 3 * POLL, step=POLL)
             leaked = {i["metadata"]["name"]: held(i) for i in await self.fleet.list("Instance") if held(i)}
             assert leaked == {}
+            await self.history.caught_up(self.fleet.store)
             assert self.history.double_bookings() == []
 
         try:

@@ -8,8 +8,9 @@ on its own unix socket and registers it. The decisions are in `slots`; this modu
   kubelet evidently had a stale view: Akri #849).
 - Allocate claims by compare-and-swap on the Instance (`NodeCache.update_usage`), re-deciding on every fresh
   copy. A refusal becomes a gRPC error through `devplace.deviceplugin.errors` (the one mapping), and every slot
-  claimed earlier in the same request is released again, so a failed request holds nothing; the kubelet is sent
-  a fresh list at once (forced), so it stops offering what it cannot have.
+  claimed earlier in the same request is released again, so a failed request holds nothing (also when the RPC is
+  cancelled mid-request or fails on an unexpected error); the kubelet is sent a fresh list at once (forced), so it
+  stops offering what it cannot have.
 - Allocate is on the kubelet's pod admission path, so it does only what the answer needs: the pure decision on the
   cached record, one CAS, the response (kept and handed out again while the same slots of unchanged Instances are
   granted). What a claim sets off besides (ListAndWatch re-sends, a PodResources look) is held back by the agent
@@ -27,6 +28,7 @@ GetPreferredAllocation with `uniqueDevices: false`: spread a pod's devices over 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -175,7 +177,6 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._stream_ids = 0
         self._closed = False
         self._response: tuple[ResponseKey, api_pb2.AllocateResponse] | None = None
-        self.last_sent: list[slots.DeviceHealth] | None = None
 
     # -- what subclasses provide ----------------------------------------------------------------------------
 
@@ -239,7 +240,6 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 current = self.devices()
                 if current != last or self._forced > self._streams[stream]:
                     last = current
-                    self.last_sent = current
                     yield api_pb2.ListAndWatchResponse(
                         devices=[api_pb2.Device(ID=d.id, health=HEALTHY if d.healthy else UNHEALTHY) for d in current]
                     )
@@ -285,6 +285,11 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             await self._rollback(undo)
             log.info("%s: Allocate refused: %s", self.resource_name, e.message)
             await abort(context, e)
+        except BaseException:
+            # cancelled (the kubelet's deadline passed) or a bug: the request failed all the same, so it holds nothing;
+            # shielded so that a second cancellation cannot cut the rollback short
+            await asyncio.shield(self._rollback(undo))
+            raise
         finally:
             if not handed_over:
                 resume()
@@ -444,7 +449,7 @@ class ConfigurationPlugin(DevicePlugin):
                 undo.extend(done)
                 for vdev, slot in zip(vdevs, claim.slots, strict=True):
                     granted[vdev] = (record, slot)
-        except errors.DevplaceError:
-            await self._rollback(undo)
+        except BaseException:  # a refusal, a cancellation or a bug: this container's claims go (see `Allocate`)
+            await asyncio.shield(self._rollback(undo))
             raise
         return [granted[vdev] for vdev in ids], undo

@@ -60,7 +60,6 @@ class PluginServer:
         self.directory = directory
         self.endpoint = endpoint
         self.socket_path = directory / endpoint
-        self.registered = False
         self._server: grpc.aio.Server | None = None
         self._identity: tuple[int, int] | None = None
 
@@ -84,7 +83,6 @@ class PluginServer:
         """Stop serving (ending ListAndWatch streams) and remove the socket if it is still ours."""
         self.plugin.close()
         server, self._server = self._server, None
-        self.registered = False
         if server is not None:
             await server.stop(grace=None)
         if self._identity is not None and socket_identity(self.socket_path) == self._identity:
@@ -120,5 +118,4 @@ class PluginServer:
                 await stub.Register(request, timeout=timeout)
             except grpc.aio.AioRpcError as e:
                 raise from_rpc_error(e) from e
-        self.registered = True
         log.debug("registered %s at %s", self.resource_name, self.endpoint)

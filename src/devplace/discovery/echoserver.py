@@ -156,6 +156,7 @@ class EchoServer(v0_grpc.DiscoveryHandlerServicer):
         finally:
             for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await server.stop(None)
             self.socket_path.unlink(missing_ok=True)
 

@@ -276,6 +276,7 @@ class SimKubelet:
         self._endpoints.clear()
         for ep in endpoints:
             await self._close_endpoint(ep)
+        await asyncio.gather(*self._background, return_exceptions=True)  # closers of replaced endpoints
         for path in self._socket_paths():
             path.unlink(missing_ok=True)
 
