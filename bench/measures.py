@@ -4,7 +4,9 @@
 through `devplace server`) measure the same five operations the same way, so the loop lives here once:
 `store_latencies` creates, CAS-updates, gets, lists and watches, and returns raw samples in nanoseconds; `stats`
 turns samples into the p50/p99 figures every benchmark reports. Garbage is collected before each block of timed
-calls (never inside one), so a collection lands in no sample by accident; work the caller wants interleaved with
+calls (never inside one), so a collection lands in no sample by accident; what existed before the run is frozen
+(`gc.freeze`) meanwhile, so those collections scan only the run's own objects, not a large host's heap (a test
+process), which would cost far more than the measuring itself. Work the caller wants interleaved with
 the store's (a baseline measured alongside) runs between blocks through `between_blocks`, never inside a timing.
 Nothing here asserts a time.
 """
@@ -85,7 +87,16 @@ async def store_latencies(
     of an update to its event reaching a watcher in this process; a first write establishes the watch (a remote
     stream opens asynchronously) and is not measured.
     """
-    size = block or n
+    gc.freeze()
+    try:
+        return await _store_latencies(store, n, list_repeats, block or n, between_blocks)
+    finally:
+        gc.unfreeze()
+
+
+async def _store_latencies(
+    store: Store, n: int, list_repeats: int, size: int, between_blocks: Callable[[Phase, range], None] | None
+) -> dict[str, list[int]]:
     samples: dict[str, list[int]] = {op: [] for op in OPERATIONS}
     latest: list[dict[str, Any]] = []
 

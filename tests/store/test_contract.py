@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+from collections.abc import Awaitable
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -375,13 +376,14 @@ async def test_failed_writes_do_not_consume_revisions(store: Store) -> None:
     created = await store.create(configmap("a"))
     stale = copy.deepcopy(created)
     await store.update(created)
-    for attempt in [
-        store.create(configmap("a")),
-        store.update(stale),
-        store.delete("ConfigMap", "missing", "default"),
-        store.delete("ConfigMap", "a", "default", resource_version="1"),
-    ]:
-        with pytest.raises((errors.AlreadyExists, errors.Conflict, errors.NotFound)):
+    attempts: list[tuple[Awaitable[Any], type[errors.DevplaceError]]] = [
+        (store.create(configmap("a")), errors.AlreadyExists),
+        (store.update(stale), errors.Conflict),
+        (store.delete("ConfigMap", "missing", "default"), errors.NotFound),
+        (store.delete("ConfigMap", "a", "default", resource_version="1"), errors.Conflict),
+    ]
+    for attempt, refusal in attempts:
+        with pytest.raises(refusal):
             await attempt
     assert await store.revision() == 2
     assert rv(await store.create(configmap("b"))) == 3

@@ -114,12 +114,12 @@ async def test_a_watch_resumes_across_a_server_restart_losing_and_repeating_noth
     port = free_port()
     store = RemoteStore(f"http://127.0.0.1:{port}")
     try:
-        async with running(app, port=port):
+        async with running(app, port=port, shutdown_timeout=0):
             await store.create(node("a"))
             stream = store.watch("Node", since=0)
             (first,) = await take(stream, 1)
         await backing.create(node("b"))  # written while the server is down
-        async with running(app, port=port):
+        async with running(app, port=port, shutdown_timeout=0):
             c = await store.create(node("c"))
             rest = await take(stream, 2)
         await stream.aclose()  # type: ignore[attr-defined]
@@ -139,14 +139,14 @@ async def test_a_watch_resuming_after_compaction_raises_gone() -> None:
     port = free_port()
     store = RemoteStore(f"http://127.0.0.1:{port}")
     try:
-        async with running(app, port=port):
+        async with running(app, port=port, shutdown_timeout=0):
             await store.create(configmap("a"))
             stream = store.watch("ConfigMap", since=0)
             await take(stream, 1)
         await backing.create(configmap("b"))
         await backing.create(configmap("c"))
         await backing.compact(2)  # the watch's next revision (2) is gone
-        async with running(app, port=port):
+        async with running(app, port=port, shutdown_timeout=0):
             with pytest.raises(errors.Gone):
                 await take(stream, 1)
     finally:
@@ -157,7 +157,7 @@ async def test_a_watch_whose_server_never_returns_gives_up_with_unavailable(cloc
     port = free_port()
     backing = MemoryStore()
     store = RemoteStore(f"http://127.0.0.1:{port}", clock=clock)
-    async with running(create_app(backing, fleet_api=False), port=port):
+    async with running(create_app(backing, fleet_api=False), port=port, shutdown_timeout=0):
         await store.create(node("a"))
         stream = store.watch("Node", since=0)
         await take(stream, 1)

@@ -38,12 +38,13 @@ its events were compacted while it was not reading.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import orjson
@@ -218,24 +219,17 @@ class SqliteStore:
         spec_json = None if spec is None else base.encode_json(spec).decode()
         uid = str(uuid.uuid4())
         created = base.rfc3339(self._clock.now())
-        cur = self._begin_write()
-        try:
+        with self._writing() as cur:
             revision = cur.execute(_HEAD).fetchone()[0] + 1
             stamped = _with_spec(
                 base.stamped(obj, revision=revision, uid=uid, created=created, generation=1), spec_json
             )
             body = _encode_body(stamped)
-            cur.execute(_INSERT_OBJECT, (kind, namespace, name, revision, body, uid, created, spec_json))  # + event
+            try:
+                cur.execute(_INSERT_OBJECT, (kind, namespace, name, revision, body, uid, created, spec_json))  # + event
+            except sqlite3.IntegrityError as e:
+                raise errors.AlreadyExists(f"{Key(kind, namespace, name)} already exists") from e
             cur.execute("COMMIT")
-        except sqlite3.IntegrityError as e:
-            self._rollback()
-            raise errors.AlreadyExists(f"{Key(kind, namespace, name)} already exists") from e
-        except sqlite3.Error as e:
-            self._rollback()
-            raise self._unavailable(e) from e
-        except BaseException:
-            self._rollback()
-            raise
         self._committed(revision, "ADDED", stamped, body)
         result: dict[str, Any] = orjson.loads(body)
         return result
@@ -245,8 +239,7 @@ class SqliteStore:
         expected = base.resource_version_of(obj)
         spec = obj.get("spec")
         spec_json = None if spec is None else base.encode_json(spec).decode()
-        cur = self._begin_write()
-        try:
+        with self._writing() as cur:
             row = cur.execute(_ROW_FOR_UPDATE, (kind, namespace, name)).fetchone()
             if row is None or row[0] != expected:
                 base.check_revision(Key(kind, namespace, name), None if row is None else row[0], expected)
@@ -261,12 +254,6 @@ class SqliteStore:
             body = _encode_body(stamped)
             cur.execute(_UPDATE_OBJECT, (revision, body, generation, spec_json, rowid))  # + its event, by trigger
             cur.execute("COMMIT")
-        except sqlite3.Error as e:
-            self._rollback()
-            raise self._unavailable(e) from e
-        except BaseException:
-            self._rollback()
-            raise
         # `stamped` shares nested values with the caller's `obj`: watchers match on it now, the caller gets a copy.
         self._committed(revision, "MODIFIED", stamped, body)
         result: dict[str, Any] = orjson.loads(body)
@@ -276,8 +263,7 @@ class SqliteStore:
         self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
     ) -> dict[str, Any]:
         key = Key(kind, namespace or "", name)
-        cur = self._begin_write()
-        try:
+        with self._writing() as cur:
             row = cur.execute(_ROW_FOR_DELETE, (key.kind, key.namespace, key.name)).fetchone()
             base.check_delete_revision(key, None if row is None else row[0], resource_version)
             _, rowid, old_body, head = row
@@ -288,12 +274,6 @@ class SqliteStore:
             cur.execute(_DELETE_OBJECT, (rowid,))
             cur.execute(_INSERT_EVENT, (revision, "DELETED", key.kind, key.namespace, key.name, body))
             cur.execute("COMMIT")
-        except sqlite3.Error as e:
-            self._rollback()
-            raise self._unavailable(e) from e
-        except BaseException:
-            self._rollback()
-            raise
         self._committed(revision, "DELETED", gone, body)
         return gone
 
@@ -301,8 +281,7 @@ class SqliteStore:
         self._compact(revision)
 
     def _compact(self, revision: int) -> None:
-        cur = self._begin_write()
-        try:
+        with self._writing() as cur:
             head = cur.execute(_HEAD).fetchone()[0]
             compacted = cur.execute(_COMPACTED).fetchone()[0]
             target = min(revision, head)
@@ -311,12 +290,6 @@ class SqliteStore:
                 cur.execute("UPDATE meta SET value = ? WHERE key = 'compacted'", (target,))
                 compacted = target
             cur.execute("COMMIT")
-        except sqlite3.Error as e:
-            self._rollback()
-            raise self._unavailable(e) from e
-        except BaseException:
-            self._rollback()
-            raise
         self._compacted_hint = compacted
 
     def _committed(self, revision: int, type_: EventType, obj: Mapping[str, Any], body: str) -> None:
@@ -330,13 +303,27 @@ class SqliteStore:
             except errors.Unavailable:
                 pass  # the write itself is committed; compaction is retried after the next one
 
-    def _begin_write(self) -> sqlite3.Cursor:
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Cursor]:
+        """One write transaction: `BEGIN IMMEDIATE`, then the body, which must end with COMMIT.
+
+        Whatever the body raises rolls the transaction back: an sqlite error becomes `Unavailable`, anything else
+        (`Conflict`, `NotFound`, `AlreadyExists`, a cancellation) goes on as it is.
+        """
         self._check_open()
+        cur = self._cur
         try:
-            self._cur.execute("BEGIN IMMEDIATE")
+            cur.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as e:
             raise self._unavailable(e) from e
-        return self._cur
+        try:
+            yield cur
+        except sqlite3.Error as e:
+            self._rollback()
+            raise self._unavailable(e) from e
+        except BaseException:
+            self._rollback()
+            raise
 
     def _rollback(self) -> None:
         try:
