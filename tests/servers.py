@@ -34,8 +34,11 @@ __all__ = ["free_port", "remote_backend", "serve_app", "spawn_server"]
 
 @contextlib.asynccontextmanager
 async def serve_app(app: FastAPI) -> AsyncIterator[str]:
-    """Run `app` under a real uvicorn server on 127.0.0.1 (a free port) in this event loop; yields the base URL."""
-    async with running(app, host="127.0.0.1", port=0) as base_url:
+    """Run `app` under a real uvicorn server on 127.0.0.1 (a free port) in this event loop; yields the base URL.
+
+    Open streams (watches) are cut as soon as the block exits: tests never need uvicorn's grace period.
+    """
+    async with running(app, host="127.0.0.1", port=0, shutdown_timeout=0) as base_url:
         yield base_url
 
 

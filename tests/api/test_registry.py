@@ -347,3 +347,22 @@ def test_well_formed_quantities_in_a_pod_are_accepted_and_kept_as_written() -> N
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1.5Gi"}}}]},
     }
     assert normalize(pod)["spec"] == pod["spec"]
+
+
+def configuration_named(name: str, capacity: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "akri.sh/v0",
+        "kind": "Configuration",
+        "metadata": {"name": name},
+        "spec": {"discoveryHandler": {"name": "debugEcho"}, "capacity": capacity},
+    }
+
+
+def test_a_configuration_whose_slot_ids_would_pass_the_kubelets_limit_is_refused_naming_the_name() -> None:
+    name = "c" * 52  # c...c-<6 hex>-<index>: 52 + 7 + 2 = 61 with capacity 10, 62 with 100, 63 with 1000
+    assert normalize(configuration_named(name, 1000))["metadata"]["name"] == name
+    with pytest.raises(errors.Invalid) as info:
+        normalize(configuration_named(name + "c", 1000))
+    assert [f.path for f in info.value.fields] == ["metadata.name"]
+    assert "64 characters" in info.value.message
+    assert "at most 52 characters with capacity 1000" in info.value.message

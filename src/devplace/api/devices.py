@@ -7,15 +7,18 @@ once at its boundary into typed holders.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from devplace import errors
 from devplace.api import selectors
 from devplace.api.meta import Model, Resource
 from devplace.api.registry import register
 
 __all__ = [
+    "MAX_DEVICE_ID",
     "Configuration",
     "ConfigurationSpec",
     "DiscoveryHandlerInfo",
@@ -25,6 +28,9 @@ __all__ = [
 ]
 
 _DEVICE_GROUPS = ("devplace.io/v1alpha1", "akri.sh/v0")
+
+MAX_DEVICE_ID = 63
+"""The kubelet's limit on a device ID; slot IDs are `<configuration>-<6 hex>-<index>`."""
 
 
 class DiscoveryProperty(Model):
@@ -68,6 +74,16 @@ class Configuration(Resource):
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = _DEVICE_GROUPS
     spec: ConfigurationSpec
     status: dict[str, Any] | None = None
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        longest = f"{self.name}-ffffff-{self.spec.capacity - 1}"
+        if len(longest) > MAX_DEVICE_ID:
+            room = MAX_DEVICE_ID - len(longest) + len(self.name)
+            yield errors.FieldError(
+                "metadata.name",
+                f"too long for its slot IDs: {longest!r} is {len(longest)} characters and the kubelet allows "
+                f"{MAX_DEVICE_ID} (at most {room} characters with capacity {self.spec.capacity})",
+            )
 
 
 class InstanceSpec(Model):

@@ -8,6 +8,7 @@ field and the reason, never a stack trace.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar, Self
 
 import pydantic
@@ -130,9 +131,17 @@ class Resource(Model):
     def from_obj(cls, obj: Any) -> Self:
         """Validate a wire dict; bad input raises `errors.Invalid` naming each field and reason."""
         try:
-            return cls.model_validate(obj)
+            model = cls.model_validate(obj)
         except pydantic.ValidationError as e:
             raise invalid_from(e) from e
+        found = list(model.problems())
+        if found:
+            raise errors.Invalid("; ".join(str(f) for f in found), found)
+        return model
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        """Rules that span fields, reported with their own paths; kinds override this (default: none)."""
+        return iter(())
 
     @property
     def name(self) -> str:

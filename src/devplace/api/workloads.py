@@ -9,7 +9,7 @@ like `1K` is refused with its full field path, as the apiserver would.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
@@ -52,18 +52,6 @@ class _Core(Resource):
     model_config = ConfigDict(extra="allow")
     spec: dict[str, Any] = Field(default_factory=dict)
     status: dict[str, Any] | None = None
-
-    def problems(self) -> Iterator[errors.FieldError]:
-        """Checks beyond the typed fields; kinds that carry resource amounts override this."""
-        return iter(())
-
-    @classmethod
-    def from_obj(cls, obj: Any) -> Self:
-        model = super().from_obj(obj)
-        found = list(model.problems())
-        if found:
-            raise errors.Invalid("; ".join(str(f) for f in found), found)
-        return model
 
 
 @register

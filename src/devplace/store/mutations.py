@@ -35,6 +35,8 @@ async def mutate(
 
     Raises `Conflict` after `attempts` lost races, and whatever `decide` or the store raises otherwise.
     """
+    if attempts < 1:
+        raise errors.Invalid.field("attempts", f"must be at least 1 (got {attempts})")
     clock = clock or SystemClock()
     for attempt in range(attempts):
         current = await store.get(kind, name, namespace)
@@ -48,4 +50,4 @@ async def mutate(
                 raise
             delay = base_delay * (2 ** min(attempt, 6)) * random.uniform(0.5, 1.5)
             await clock.sleep(delay)
-    raise errors.Conflict(f"{kind} {namespace}/{name}: gave up after {attempts} conflicting writes")
+    raise AssertionError("unreachable: the last attempt returns or raises")
