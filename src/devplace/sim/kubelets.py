@@ -467,6 +467,10 @@ class SimKubelet:
             except errors.Unavailable as e:
                 log.warning("%s: pod watch lost (%s); relisting", self.node, e)
                 await asyncio.sleep(0.1)
+            except Exception:
+                # a bug in admission must not silently stop this kubelet admitting pods: say so loudly, relist
+                log.exception("%s: pod watch failed; relisting", self.node)
+                await asyncio.sleep(0.1)
 
     async def _on_pod_event(self, type_: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
