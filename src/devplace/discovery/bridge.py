@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,7 +121,7 @@ class ExternalHandler:
 
     async def discover(
         self, details: str, properties: Mapping[str, bytes] | None = None
-    ) -> AsyncIterator[list[Device]]:
+    ) -> AsyncGenerator[list[Device], None]:
         request = v0.DiscoverRequest(
             discovery_details=details,
             discovery_properties={k: v0.ByteData(vec=v) for k, v in (properties or {}).items()},

@@ -12,7 +12,7 @@ re-sends only when its list actually changes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,7 @@ class DebugEchoHandler:
         except FileNotFoundError:
             return False
 
-    async def discover(self, details: str) -> AsyncIterator[list[Device]]:
+    async def discover(self, details: str) -> AsyncGenerator[list[Device], None]:
         parsed = parse_details(details)
         last: list[Device] | None = None
         while True:

@@ -12,7 +12,7 @@ re-registering after a restart), and every add or remove wakes `changed()` waite
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from devplace import errors
@@ -25,9 +25,9 @@ __all__ = ["DiscoveryHandler", "HandlerRegistry"]
 class DiscoveryHandler(Protocol):
     name: str
 
-    def discover(self, details: str) -> AsyncIterator[list[Device]]:
+    def discover(self, details: str) -> AsyncGenerator[list[Device], None]:
         """Yield the full current device list on start and on every change; raise `errors.Invalid` for bad details
-        before yielding anything."""
+        before yielding anything. The consumer stops a stream with `aclose`, so implementations are async generators."""
         ...
 
 

@@ -12,7 +12,7 @@ absent = all) and `shared: true|false` (default true; stamped on every reported 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass
 
 from devplace import errors
@@ -123,7 +123,7 @@ class SimHandler:
         self.world = world
         self.node = node
 
-    async def discover(self, details: str) -> AsyncIterator[list[Device]]:
+    async def discover(self, details: str) -> AsyncGenerator[list[Device], None]:
         parsed = parse_sim_details(details)
         signal = self.world.signal(self.node)
         last: list[Device] | None = None
