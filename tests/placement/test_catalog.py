@@ -11,7 +11,7 @@ import pytest
 from devplace import errors
 from devplace.api import fleet, names
 from devplace.clocks import SystemClock
-from devplace.placement.catalog import Catalog, dig_state
+from devplace.placement.catalog import PENDING_ANNOTATION, Catalog, dig_state
 from devplace.store import MemoryStore, Store
 from devplace.store.base import ObjectList
 
@@ -310,3 +310,95 @@ async def test_a_child_whose_parent_vanished_is_removed_even_if_it_was_rewritten
     with pytest.raises(errors.NotFound, match=r'project "my-proj1" not found \(deleted while composite app'):
         await catalog.create(fleet.COMPOSITE_APP, P, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}})
     assert (await store.list("CompositeApp", "")).items == []
+
+
+def before(name: str) -> dict[str, Any]:
+    """What a racing PUT replaces: an allocatable requirement for a resource of its own."""
+    return {**meta(name), "spec": {"name": f"example.com/{name}", "requests": 1}}
+
+
+async def _race_for_cpu(seed: int, *writes: tuple[str, str]) -> tuple[list[BaseException | None], dict[str, str]]:
+    """Race writes of allocatable `cpu` requirements on one consumer: ("post", name) or ("put", name), where a PUT
+    turns an existing requirement of that name (`before`) into `cpu`. Returns each write's error (or None) and the
+    resource of each requirement left, by name."""
+    store = Interleaving(seed)
+    catalog = Catalog(store, clock=SystemClock())
+    await build(catalog, 5)
+    for verb, name in writes:
+        if verb == "put":
+            await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, before(name))
+
+    async def write(verb: str, name: str) -> None:
+        if verb == "post":
+            await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu(name))
+        else:
+            await catalog.put(fleet.HPA_REQUIREMENT, (*CONSUMER, name), cpu(name))
+
+    results = await asyncio.gather(*(write(v, n) for v, n in writes), return_exceptions=True)
+    assert all(not isinstance(r, BaseException) or isinstance(r, errors.DevplaceError) for r in results), results
+    stored = (await store.list("HpaResourceRequirement", "")).items
+    assert not [o for o in stored if PENDING_ANNOTATION in (o["metadata"].get("annotations") or {})], "left pending"
+    left = {
+        b["metadata"]["name"]: b["spec"]["name"] for b in await catalog.list_bodies(fleet.HPA_REQUIREMENT, CONSUMER)
+    }
+    return [r if isinstance(r, BaseException) else None for r in results], left
+
+
+@pytest.mark.parametrize("verbs", [("post", "post"), ("put", "post"), ("post", "put"), ("put", "put")])
+async def test_concurrent_writes_keep_one_allocatable_requirement_per_resource(verbs: tuple[str, str]) -> None:
+    raced = 0
+    for seed in range(100):
+        # both name orders: the later-sorting write may be the first or the second to reach the store
+        names_ = ("a-cpu", "b-cpu") if seed % 2 else ("b-cpu", "a-cpu")
+        failures, left = await _race_for_cpu(seed, *zip(verbs, names_, strict=True))
+        holders = [name for name, resource in left.items() if resource == "cpu"]
+        assert len(holders) == 1, f"seed {seed}: cpu requirements left: {holders}"
+        failed = [(verb, name, e) for verb, name, e in zip(verbs, names_, failures, strict=True) if e is not None]
+        assert len(failed) == 1, f"seed {seed}: failures {failures}"
+        [(verb, loser, error)] = failed
+        assert holders != [loser]
+        # a failed POST leaves nothing, a failed PUT leaves the body it tried to replace
+        assert left.get(loser) == (f"example.com/{loser}" if verb == "put" else None), f"seed {seed}: {left}"
+        duplicate = f"hpa resource consumer 'core-fwall' already has requirement {holders[0]!r} for cpu"
+        if isinstance(error, errors.Refused):  # both passed the pre-check: the post-write check decided
+            raced += 1
+        else:  # the pre-check saw the other one (the sequential case)
+            assert isinstance(error, errors.Invalid), error
+        assert duplicate in error.message, error.message
+    assert raced >= 10, f"only {raced} of 100 rounds raced past the pre-check"
+
+
+class LateCreate(MemoryStore):
+    """Holds the create of one object until told: its writer passed the pre-check long before it reaches the store."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held = held
+        self.release = asyncio.Event()
+
+    async def create(self, obj: Any) -> dict[str, Any]:
+        if obj["spec"].get("path", [])[-1:] == [self.held]:
+            await self.release.wait()
+        return await super().create(obj)
+
+
+async def test_a_confirmed_requirement_wins_over_an_earlier_name_that_arrives_late() -> None:
+    """The later-sorting write never saw the earlier one and was answered 201: the earlier one must yield to it."""
+    store = LateCreate(held="a-cpu")
+    catalog = Catalog(store, clock=SystemClock())
+    await build(catalog, 5)
+
+    async def second() -> None:
+        await asyncio.sleep(0)  # let "a-cpu" pass the pre-check and wait at the store
+        await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu("b-cpu"))
+        store.release.set()
+
+    first = catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu("a-cpu"))
+    results = await asyncio.gather(first, second(), return_exceptions=True)
+    assert isinstance(results[0], errors.Refused), results
+    assert results[0].message == (
+        "resource requirement \"a-cpu\" refused: hpa resource consumer 'core-fwall' already has requirement "
+        "'b-cpu' for cpu (written concurrently)"
+    )
+    assert results[1] is None
+    assert [b["metadata"]["name"] for b in await catalog.list_bodies(fleet.HPA_REQUIREMENT, CONSUMER)] == ["b-cpu"]

@@ -17,11 +17,27 @@ updates `store.update` with the resourceVersion just read, deletes carry it as a
   which plans ignore: `service` drops every object of the subtree whose parent is not in it).
 - Writes below a deployment intent group also bump the group, so its resourceVersion changes whenever anything a plan
   reads from its subtree changes; instantiation writes its decision with a CAS on the version it planned from.
+
+"One allocatable requirement per resource name per hpa resource consumer" without races:
+- The rule is checked before the write (`_check_rules`, 400), which catches the sequential case, and again after it
+  (`_settle`), because two writers can both pass the first check. A write that gives a requirement a resource it did
+  not hold (a create, or a PUT changing the resource) stores it marked pending (`PENDING_ANNOTATION`, which records
+  how to undo the write: delete it, or restore the previous body), bumps the parents, then lists the consumer's
+  requirements. A confirmed (unmarked) rival for the resource, or a pending one whose EMCO name sorts earlier, wins:
+  the writer undoes its own write (`_withdraw` for a create, a CAS restore for a PUT) and answers 409. Otherwise it
+  undoes every pending rival (a CAS on the version it read) and confirms itself (a CAS clearing the mark).
+- The later of two writes always lists the earlier one; the earlier may not list the later. Confirmation is what
+  makes the decision identical anyway: a rival's confirm and the undo of that rival are CAS writes on the same version,
+  so exactly one lands, and a write that lost its undo re-lists and sees the rival confirmed. A write is answered with
+  success only once confirmed, and a confirmed requirement is never undone by a racer.
+- A process dying while its write is pending leaves the mark; the pre-check still counts that requirement, and a later
+  writer of the same resource would undo it only if it got past the pre-check.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,6 +53,10 @@ from devplace.store.mutations import mutate
 __all__ = ["Catalog", "Subtree", "dig_state"]
 
 Obj = dict[str, Any]
+
+PENDING_ANNOTATION = "fleet.devplace.io/pending-claim"
+"""On a requirement whose claim on an allocatable resource is not yet confirmed: JSON null if it was created, else
+the EMCO body it replaced (restored if the write loses)."""
 
 
 def dig_state(dig: Mapping[str, Any]) -> str:
@@ -74,6 +94,41 @@ def _parse(level: Level, raw: Any) -> fleet.EmcoBody:
 def view(obj: Mapping[str, Any]) -> Obj:
     """The EMCO body of a stored object."""
     return copy.deepcopy(dict(obj["spec"]["emco"]))
+
+
+def _claim(obj: Mapping[str, Any]) -> str | None:
+    """The allocatable resource a stored hpa resource requirement claims, if any."""
+    spec = fleet.HpaRequirementBody.model_validate(obj["spec"]["emco"]).spec
+    return spec.name if spec.is_allocatable else None
+
+
+def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+def _pending(obj: Mapping[str, Any]) -> bool:
+    return PENDING_ANNOTATION in _annotations(obj)
+
+
+def _mark(obj: Obj, previous: Obj | None) -> None:
+    obj["metadata"]["annotations"] = {**_annotations(obj), PENDING_ANNOTATION: json.dumps(previous)}
+
+
+def _unmarked(obj: Mapping[str, Any]) -> Obj:
+    out = copy.deepcopy(dict(obj))
+    annotations = _annotations(out)
+    annotations.pop(PENDING_ANNOTATION, None)
+    out["metadata"]["annotations"] = annotations
+    if not annotations:
+        del out["metadata"]["annotations"]
+    return out
+
+
+def _claims_anew(body: fleet.EmcoBody, current: Mapping[str, Any] | None) -> bool:
+    """Whether writing `body` over `current` (None: a create) must go through `_settle`."""
+    if not isinstance(body, fleet.HpaRequirementBody) or not body.spec.is_allocatable:
+        return False
+    return current is None or _pending(current) or _claim(current) != body.spec.name
 
 
 class Catalog:
@@ -226,8 +281,12 @@ class Catalog:
         self._check_width(level, path)
         parents = await self.ancestors(level, path)
         await self._check_rules(level, path, body, parents)
+        wire = self._wire(level, path, body)
+        settle = _claims_anew(body, None)
+        if settle:
+            _mark(wire, None)
         try:
-            stored = await self.store.create(self._wire(level, path, body))
+            stored = await self.store.create(wire)
         except errors.AlreadyExists:
             raise errors.AlreadyExists(f"{level.describe(path)} already exists") from None
         try:
@@ -235,6 +294,9 @@ class Catalog:
         except errors.NotFound as e:
             await self._withdraw(level, stored)
             raise errors.NotFound(f"{e.message} (deleted while {level.describe(path)} was being created)") from e
+        if settle:
+            assert isinstance(body, fleet.HpaRequirementBody)
+            stored = await self._settle(path, body, stored)
         return view(stored)
 
     async def _withdraw(self, level: Level, stored: Obj) -> None:
@@ -254,6 +316,101 @@ class Catalog:
             except errors.NotFound:
                 return
         raise errors.Conflict(f"{level.kind} {name}: gave up removing it after {self.attempts} conflicting writes")
+
+    async def _settle(self, path: tuple[str, ...], body: fleet.HpaRequirementBody, stored: Obj) -> Obj:
+        """Confirm the pending claim `stored` makes on an allocatable resource, or undo it and refuse (409): see the
+        module docstring. Returns the confirmed object."""
+        level = fleet.HPA_REQUIREMENT
+        resource = body.spec.name
+        consumer = fleet.HPA_CONSUMER.store_name(path[:-1])
+        mine = stored
+        for attempt in range(self.attempts):
+            rivals = [
+                o
+                for o in await self.children(level, consumer)
+                if o["metadata"]["name"] != mine["metadata"]["name"] and _claim(o) == resource
+            ]
+            winner = next((o for o in rivals if not _pending(o)), None) or next(
+                (o for o in rivals if path_of(o)[-1] < path[-1]), None
+            )
+            if winner is not None:
+                await self._undo_own(mine)
+                raise self._duplicate(path, resource, winner)
+            try:
+                for rival in rivals:  # all pending, all sorting later: they lose
+                    await self._undo(rival)
+                confirmed = await self.store.update(_unmarked(mine))
+            except (errors.Conflict, errors.NotFound):
+                await self._backoff(attempt)
+                try:
+                    mine = await self.store.get(level.kind, mine["metadata"]["name"])
+                except errors.NotFound:
+                    mine = {}
+                if not mine or not _pending(mine):  # a rival undid this write (or another write replaced it)
+                    raise await self._undone(path, resource) from None
+                continue
+            if rivals:
+                await self._touch_parents_after_undo(path)
+            return confirmed
+        await self._undo_own(mine)
+        raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
+
+    def _duplicate(self, path: tuple[str, ...], resource: str, winner: Obj) -> errors.Refused:
+        return errors.Refused(
+            f"{fleet.HPA_REQUIREMENT.describe(path)} refused: hpa resource consumer {path[-2]!r} already has "
+            f"requirement {path_of(winner)[-1]!r} for {resource} (written concurrently)"
+        )
+
+    async def _undone(self, path: tuple[str, ...], resource: str) -> errors.DevplaceError:
+        """The error for a write that a rival undid: 409 naming the rival that holds the resource now."""
+        for other in await self.children(fleet.HPA_REQUIREMENT, fleet.HPA_CONSUMER.store_name(path[:-1])):
+            if path_of(other) != path and _claim(other) == resource:
+                return self._duplicate(path, resource, other)
+        return errors.Conflict(f"{fleet.HPA_REQUIREMENT.describe(path)} was changed concurrently; retry")
+
+    async def _undo(self, obj: Obj) -> None:
+        """Undo the pending write on `obj` with a CAS on the version read (`Conflict` if it changed meanwhile)."""
+        previous = json.loads(_annotations(obj)[PENDING_ANNOTATION])
+        if previous is None:
+            await self.store.delete(
+                obj["kind"], obj["metadata"]["name"], resource_version=obj["metadata"]["resourceVersion"]
+            )
+        else:
+            restored = _unmarked(obj)
+            restored["spec"]["emco"] = previous
+            await self.store.update(restored)
+
+    async def _undo_own(self, mine: Obj) -> None:
+        """Undo this writer's pending write, even if the object was rewritten meanwhile, then bump the parents."""
+        level = fleet.HPA_REQUIREMENT
+        if json.loads(_annotations(mine)[PENDING_ANNOTATION]) is None:
+            await self._withdraw(level, mine)
+        else:
+            current = mine
+            for attempt in range(self.attempts):
+                try:
+                    await self._undo(current)
+                    break
+                except errors.NotFound:
+                    break  # deleted meanwhile: nothing left to restore
+                except errors.Conflict:
+                    await self._backoff(attempt)
+                try:
+                    current = await self.store.get(level.kind, mine["metadata"]["name"])
+                except errors.NotFound:
+                    break
+                if not _pending(current):
+                    break  # undone by a rival already (or replaced by another write)
+            else:
+                raise errors.Conflict(f"{level.kind} {mine['metadata']['name']}: gave up restoring it")
+        await self._touch_parents_after_undo(path_of(mine))
+
+    async def _touch_parents_after_undo(self, path: tuple[str, ...]) -> None:
+        """Bump the parents again so a plan read while the undone write was visible cannot be committed."""
+        try:
+            await self._touch_parents(fleet.HPA_REQUIREMENT, path)
+        except errors.NotFound:
+            pass  # the parent went meanwhile: nothing is left to keep consistent
 
     async def _refuse_children(self, level: Level, path: tuple[str, ...], verb: str) -> None:
         name = level.store_name(path)
@@ -290,7 +447,11 @@ class Catalog:
                     continue
             await self._refuse_children(level, path, "updated")
             await self._check_rules(level, path, body, parents)
-            updated = copy.deepcopy(current)
+            settle = _claims_anew(body, current)
+            updated = _unmarked(current)
+            if settle:  # keep the undo of a write still pending on this object: it restores the confirmed body
+                previous = json.loads(_annotations(current)[PENDING_ANNOTATION]) if _pending(current) else view(current)
+                _mark(updated, previous)
             updated["spec"]["emco"] = body.to_wire()
             try:
                 stored = await self.store.update(updated)
@@ -301,6 +462,9 @@ class Catalog:
                 await self._touch_parents(level, path)
             except errors.NotFound:
                 pass  # cannot happen: a delete of the parent would have found this child and refused
+            if settle:
+                assert isinstance(body, fleet.HpaRequirementBody)
+                stored = await self._settle(path, body, stored)
             return view(stored), False
         raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
 
