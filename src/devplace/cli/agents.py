@@ -20,13 +20,10 @@ from typing import Annotated
 
 import typer
 
-from devplace.agent import Agent, AgentConfig
 from devplace.api import names
 from devplace.cli.resources import StoreOption, run, store_url
 from devplace.clocks import SystemClock
 from devplace.deviceplugin import DEFAULT_KUBELET_DIR
-from devplace.discovery import builtin_registry
-from devplace.store import open_store
 
 __all__ = ["agent", "register"]
 
@@ -66,6 +63,10 @@ def agent(
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def work() -> int:
+        from devplace.agent import Agent, AgentConfig  # the agent and gRPC load only for this command
+        from devplace.discovery import builtin_registry
+        from devplace.store import open_store
+
         names.require_dns1123_subdomain("--node", node)
         names.require_dns1123_subdomain("--resource-prefix", resource_prefix)
         config = AgentConfig(

@@ -26,20 +26,18 @@ import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 import devplace
 from devplace import errors
 from devplace.cli.resources import StoreOption, run
-from devplace.cli.tour_devices import contention_act, sharing_act
-from devplace.cli.tour_fleets import FleetExample, load_fleet_example, placement_act
-from devplace.cli.tour_stores import store_act
 from devplace.cli.tours import Tour
-from devplace.server.app import create_app, running
-from devplace.store import Store, open_store
-from devplace.store.remote import RemoteStore
+
+if TYPE_CHECKING:
+    from devplace.cli.tour_fleets import FleetExample
+    from devplace.store import Store
 
 __all__ = ["ACTS", "ACT_TIMEOUT", "demo", "example_path", "examples_dir", "register"]
 
@@ -89,6 +87,8 @@ def _manifests_folder(examples: Path | None) -> Path:
 
 
 def _fleet_example(explicit: Path | None) -> tuple[FleetExample, Path]:
+    from devplace.cli.tour_fleets import load_fleet_example
+
     path = explicit or example_path(*FLEET_EXAMPLE)
     if not path.is_file():
         raise errors.Invalid.field("fleet-example", f"{path}: no such file")
@@ -107,6 +107,12 @@ async def _run_act(
     folder: Path | None,
     fleet: tuple[FleetExample, Path] | None,
 ) -> None:
+    # the acts (and the agent, simulator and web stack they run) load only when the demo runs
+    from devplace.cli.tour_devices import contention_act, sharing_act
+    from devplace.cli.tour_fleets import placement_act
+    from devplace.cli.tour_stores import store_act
+    from devplace.store.remote import RemoteStore
+
     if number == 1:
         assert folder is not None
         remote = RemoteStore(base_url)
@@ -124,6 +130,9 @@ async def _run_act(
 
 
 async def _tour(tour: Tour, url: str, acts: list[int], examples: Path | None, fleet_file: Path | None) -> int:
+    from devplace.server.app import create_app, running
+    from devplace.store import open_store
+
     folder = _manifests_folder(examples) if 1 in acts else None
     fleet = _fleet_example(fleet_file) if 4 in acts else None
     started = time.monotonic()

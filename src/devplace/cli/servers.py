@@ -15,12 +15,9 @@ import socket
 from typing import Annotated
 
 import typer
-import uvicorn
 
 from devplace import errors
 from devplace.cli.resources import StoreOption, run, store_url
-from devplace.server.app import DEFAULT_MAX_BODY_BYTES, EmbeddedServer, create_app
-from devplace.store import open_store
 
 __all__ = ["listening_socket", "register", "server"]
 
@@ -31,8 +28,9 @@ def server(
     host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on", min=0, max=65535)] = 8080,
     max_body_bytes: Annotated[
-        int, typer.Option("--max-body-bytes", help="Largest request body accepted (larger: 413)", min=1)
-    ] = DEFAULT_MAX_BODY_BYTES,
+        int | None,
+        typer.Option("--max-body-bytes", help="Largest request body accepted (larger: 413) [default: 3 MiB]", min=1),
+    ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="critical, error, warning, info or debug")] = "info",
     shutdown_timeout: Annotated[
         int, typer.Option("--shutdown-timeout", help="Seconds open streams get on shutdown", min=0)
@@ -42,6 +40,11 @@ def server(
     url = store_url(ctx, store)
 
     async def work() -> int:
+        import uvicorn  # the web stack loads only for this command
+
+        from devplace.server.app import DEFAULT_MAX_BODY_BYTES, EmbeddedServer, create_app
+        from devplace.store import open_store
+
         try:  # bind first, so a taken port is one clear error line before anything else starts
             listener = listening_socket(host, port)
         except OSError as e:
@@ -49,7 +52,7 @@ def server(
         st = open_store(url)
         try:
             config = uvicorn.Config(
-                create_app(st, max_body_bytes=max_body_bytes),
+                create_app(st, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES),
                 host=host,
                 port=port,
                 log_level=log_level,
