@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from devplace.api import devices
+
 __all__ = [
     "DEFAULT_KUBELET_DIR",
     "DEVICE_PLUGIN_DIR",
@@ -34,8 +36,9 @@ DEVICE_PLUGIN_DIR: Final = "device-plugins"
 POD_RESOURCES_DIR: Final = "pod-resources"
 DEFAULT_KUBELET_DIR: Final = "/var/lib/kubelet"
 
-MAX_DEVICE_ID: Final = 63
-"""Longest Device.ID the kubelet accepts, in characters."""
+MAX_DEVICE_ID: Final = devices.MAX_DEVICE_ID
+"""Longest Device.ID the kubelet accepts, in characters (defined once, in `devplace.api.devices`, whose
+Configuration validation enforces it)."""
 
 PRE_START_CONTAINER_TIMEOUT: Final = 30.0
 """Seconds the kubelet waits for PreStartContainer."""

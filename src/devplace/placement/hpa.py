@@ -36,7 +36,7 @@ from fractions import Fraction
 from devplace.api import fleet
 from devplace.api.quantity import Quantity
 from devplace.placement.candidates import Candidate, Reason
-from devplace.placement.inventory import ClusterInventory, ClusterRef, NodeInventory
+from devplace.placement.inventory import ClusterInventory, ClusterRef
 
 __all__ = [
     "Consumer",
@@ -253,13 +253,6 @@ class _App:
 
 def _labels_fit(labels: Mapping[str, str], needs: LabelNeeds) -> bool:
     return all(labels.get(key) in values for key, values in needs)
-
-
-def _node_fits(node: NodeInventory, demand: Demand, labels: LabelNeeds) -> bool:
-    if labels and not _labels_fit(node.labels, labels):
-        return False
-    free = node.free
-    return all(free.get(resource, 0) >= need for resource, need in demand)
 
 
 def _scan_order(cluster: ClusterInventory, unit: _Unit) -> Sequence[int]:

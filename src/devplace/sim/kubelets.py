@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import random
 from collections.abc import Mapping, Sequence
@@ -50,6 +49,7 @@ from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devplace.sim import admissions, nodes
 from devplace.store import Store, mutate
+from devplace.store.base import rfc3339
 
 __all__ = ["ContainerAllocation", "PodAllocation", "SimKubelet"]
 
@@ -152,10 +152,6 @@ class _PodResources(pr_grpc.PodResourcesListerServicer):
                 context, errors.NotFound(f"pod {request.pod_namespace}/{request.pod_name} not found on this node")
             )
         return pr_pb2.GetPodResourcesResponse(pod_resources=self._kubelet._pod_resources(pod))
-
-
-def _rfc3339(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class SimKubelet:
@@ -432,7 +428,7 @@ class SimKubelet:
             )
         except errors.NotFound:
             fresh = nodes.new_node(
-                self.node, capacity, allocatable, _rfc3339(self.clock.now()), base=self._base_resources
+                self.node, capacity, allocatable, rfc3339(self.clock.now()), base=self._base_resources
             )
             try:
                 await self.store.create(fresh)
@@ -512,13 +508,11 @@ class SimKubelet:
             await self._allocate_pod(pod, record)
         except _AdmissionFailure as failure:
             log.info("%s: pod %s/%s rejected: %s", self.node, record.namespace, record.name, failure.message)
-            status = admissions.failed_status(failure.reason, failure.message, _rfc3339(self.clock.now()))
+            status = admissions.failed_status(failure.reason, failure.message, rfc3339(self.clock.now()))
             await self._write_pod_status(record, status)
             return
         self._pods[(record.namespace, record.name)] = record
-        status = admissions.running_status(
-            [c.name for c in record.containers if not c.init], _rfc3339(self.clock.now())
-        )
+        status = admissions.running_status([c.name for c in record.containers if not c.init], rfc3339(self.clock.now()))
         if not await self._write_pod_status(record, status):
             self._forget((record.namespace, record.name), record.uid)
 

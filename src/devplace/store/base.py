@@ -20,7 +20,6 @@ Returned dicts are copies: callers may mutate them freely.
 
 from __future__ import annotations
 
-import copy
 import datetime as _dt
 import functools
 import json
@@ -44,7 +43,6 @@ __all__ = [
     "check_revision",
     "check_update_target",
     "decode_json",
-    "deep_copy",
     "encode_json",
     "key_fields",
     "key_of",
@@ -189,10 +187,6 @@ def decode_json(body: str | bytes) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         return json.loads(body)
-
-
-def deep_copy(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return copy.deepcopy(dict(obj))
 
 
 def rfc3339(seconds: float) -> str:
