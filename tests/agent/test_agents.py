@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from typing import Any
 
@@ -15,6 +14,7 @@ from devplace.agent import instances
 from devplace.agent.instances import OFFLINE_SINCE
 from devplace.discovery import Device, HandlerRegistry
 from devplace.store import Store
+from tests.processes import stop_child
 
 from .conftest import PREFIX, MiniKubelet, Nodes, configuration, eventually, pod
 
@@ -585,10 +585,4 @@ async def test_an_external_handler_registering_on_the_agents_socket_discovers_de
         cfg = await nodes.store.get("Configuration", "cams", "default")
         assert "conditions" not in (cfg.get("status") or {})
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop_child(proc)

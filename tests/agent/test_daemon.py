@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from devplace.cli.app import app
 from devplace.store import open_store
+from tests.processes import stop_child
 
 from .conftest import PREFIX, MiniKubelet, configuration, eventually
 
@@ -50,9 +51,7 @@ async def test_devplace_agent_serves_plugins_until_sigterm(sock_dir: Path, tmp_p
         assert list(kubelet.plugin_dir.glob("dp-*.sock")) == []
         assert len((await store.list("Instance")).items) == 2  # the store is left as it is
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await stop_child(proc, sig=signal.SIGKILL)
         await store.close()
         await kubelet.stop()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -23,6 +22,7 @@ import yaml
 from devplace.clocks import FakeClock
 from devplace.discovery import DebugEchoHandler, Device, DiscoveryHandler, HandlerRegistry, RegistrationServer, World
 from devplace.discovery.debugecho import OFFLINE
+from tests.processes import stop_child
 
 from .streams import next_of, registry_until
 
@@ -228,13 +228,8 @@ class ExternalDriver:
 
     async def stop(self) -> None:
         proc, self.process = self.process, None
-        if proc is not None and proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        if proc is not None:
+            await stop_child(proc)
         await self.registration.stop()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from devplace.discovery.bridge import Registration, device_from_proto, device_to
 from devplace.discovery.echoserver import ECHO_DEVICE
 from devplace.discovery.v0 import discovery_pb2 as v0
 from devplace.discovery.v0 import discovery_pb2_grpc as v0_grpc
+from tests.processes import stop_child
 
 from .streams import next_of, registry_until
 
@@ -240,13 +240,7 @@ async def spawn(sock_dir: Path, registration: RegistrationServer) -> AsyncIterat
         yield start
     finally:
         for proc in started:
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(proc.wait(), 10)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
+            await stop_child(proc)
 
 
 def _echo(*ids: str, shared: bool = False) -> list[Device]:

@@ -15,6 +15,7 @@ import os
 import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from pathlib import Path
@@ -27,6 +28,7 @@ from devplace.clocks import FakeClock
 from devplace.store import Event, open_store
 from devplace.store import sqlite as sqlite_backend
 from devplace.store.sqlite import SqliteStore
+from tests.processes import stop_child
 from tests.store.samples import WATCH_BOUND, configmap, node, rv, take
 
 WRITERS = Path(__file__).with_name("writers.py")
@@ -61,9 +63,7 @@ async def spawn() -> AsyncIterator[Spawn]:
 
     yield start
     for proc in started:
-        if proc.returncode is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            await proc.wait()
+        await stop_child(proc, sig=signal.SIGKILL)
 
 
 async def finish(proc: asyncio.subprocess.Process) -> list[int]:
@@ -155,6 +155,40 @@ async def test_open_store_opens_sqlite_urls(tmp_path: Path) -> None:
 async def test_a_store_in_a_missing_directory_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(errors.Unavailable):
         SqliteStore(str(tmp_path / "no" / "such" / "dir.db"))
+
+
+def test_several_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # Threads stand in for processes: each opener has its own connection. Switching a new file to WAL can fail
+    # with SQLITE_BUSY without SQLite waiting; about one file in ten failed this way before opening retried.
+    failures: list[BaseException] = []
+    for n in range(40):
+        path = str(tmp_path / f"new-{n}.db")
+        start = threading.Barrier(6)
+
+        def open_once(path: str = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                asyncio.run(SqliteStore(path).close())
+            except BaseException as e:  # collected, so one failure does not hide the others
+                failures.append(e)
+
+        openers = [threading.Thread(target=open_once) for _ in range(6)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join()
+    assert failures == []
+
+
+async def test_opening_a_file_whose_lock_is_held_past_the_busy_timeout_is_unavailable(db: str) -> None:
+    await SqliteStore(db).close()
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        blocker.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(errors.Unavailable, match=f"cannot open sqlite store {db}: database is locked"):
+            SqliteStore(db, busy_timeout=0.05)
+    finally:
+        blocker.close()
 
 
 @pytest.mark.parametrize(

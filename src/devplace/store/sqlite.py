@@ -42,6 +42,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -154,6 +155,39 @@ def _wake_future(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+def _prepare(conn: sqlite3.Connection, path: str, synchronous: str, busy_timeout: float) -> int:
+    """Switch `conn` to WAL and create the schema; the compacted revision.
+
+    Several processes may open a new file at once. Switching the journal mode and recovering a WAL file can fail
+    with SQLITE_BUSY without waiting in SQLite's busy handler, so the whole preparation is retried (it is
+    idempotent: `IF NOT EXISTS` statements in one transaction) until `busy_timeout` has passed.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal" and path != ":memory:":
+                raise errors.Unavailable(f"sqlite store {path}: cannot use WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            _add_identity_columns(conn)
+            conn.execute("COMMIT")
+            compacted: int = conn.execute(_COMPACTED).fetchone()[0]
+            return compacted
+        except sqlite3.OperationalError as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if e.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)  # blocking on purpose: opening is synchronous, like SQLite's own busy handler
+            pause = min(pause * 2, 0.05)
+
+
 class SqliteStore:
     def __init__(
         self,
@@ -189,16 +223,7 @@ class SqliteStore:
             raise errors.Unavailable(f"cannot open sqlite store {self._path}: {e}") from e
         self._conn = conn
         try:
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal" and self._path != ":memory:":
-                raise errors.Unavailable(f"sqlite store {self._path}: cannot use WAL mode (got {mode!r})")
-            conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            _add_identity_columns(conn)
-            conn.execute("COMMIT")
-            self._compacted_hint: int = conn.execute(_COMPACTED).fetchone()[0]
+            self._compacted_hint: int = _prepare(conn, self._path, synchronous.upper(), busy_timeout)
         except sqlite3.Error as e:
             conn.close()
             raise errors.Unavailable(f"cannot open sqlite store {self._path}: {e}") from e
