@@ -319,3 +319,119 @@ async def test_the_openapi_document_describes_the_fleet_api(client: httpx2.Async
     ]
     assert set(requirement["responses"]) >= {"201", "400", "404", "409", "422"}
     assert "PlacementStatus" in doc["components"]["schemas"]
+
+
+# -- cluster labels (EMCO's /labels sub-resource) -------------------------------------------------------------------
+
+LABELS = f"{CP}/clusters/c1/labels"
+
+
+async def labels_listed(client: httpx2.AsyncClient, cluster: str = "c1") -> list[str]:
+    r = await client.get(f"{CP}/clusters/{cluster}/labels")
+    assert r.status_code == 200, r.text
+    return [x["clusterLabel"] for x in r.json()]
+
+
+async def test_cluster_labels_are_added_listed_read_and_removed(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    assert await labels_listed(client) == ["gpu=true"]  # the label given with the cluster
+    for body, echoed in [
+        ({"clusterLabel": "edge"}, "edge"),
+        ({"label-name": "zone=east"}, "zone=east"),  # EMCO 21.x's field name
+        ({"clusterLabel": "example.com/qat"}, "example.com/qat"),
+    ]:
+        r = await client.post(LABELS, json=body)
+        assert (r.status_code, r.json()) == (201, {"clusterLabel": echoed})
+    assert await labels_listed(client) == ["edge", "example.com/qat", "gpu=true", "zone=east"]
+    cluster = (await client.get(f"{CP}/clusters/c1")).json()
+    assert cluster["metadata"]["labels"] == {"edge": "", "example.com/qat": "", "gpu": "true", "zone": "east"}
+
+    assert (await client.get(f"{LABELS}/zone")).json() == {"clusterLabel": "zone=east"}  # the key, any value
+    assert (await client.get(f"{LABELS}/zone=east")).json() == {"clusterLabel": "zone=east"}
+    assert (await client.get(f"{LABELS}/example.com/qat")).json() == {"clusterLabel": "example.com/qat"}
+    missing = await client.get(f"{LABELS}/zone=west")
+    assert (missing.status_code, missing.json()["message"]) == (404, 'cluster "c1" has no label "zone=west"')
+
+    for label in ("example.com/qat", "zone=east", "gpu"):
+        r = await client.delete(f"{LABELS}/{label}")
+        assert (r.status_code, r.content) == (204, b"")
+    assert await labels_listed(client) == ["edge"]
+    again = await client.delete(f"{LABELS}/gpu")
+    assert (again.status_code, again.json()["message"]) == (404, 'cluster "c1" has no label "gpu"')
+
+
+@pytest.mark.parametrize(
+    ("label", "message"),
+    [
+        ("gpu=true", 'cluster "c1" already has label "gpu=true"'),
+        ("gpu", 'cluster "c1" already has label "gpu=true" for gpu'),
+        ("gpu=false", 'cluster "c1" already has label "gpu=true" for gpu'),
+    ],
+)
+async def test_a_label_whose_key_the_cluster_has_is_409_and_changes_nothing(
+    client: httpx2.AsyncClient, label: str, message: str
+) -> None:
+    await populate(client)
+    r = await client.post(LABELS, json={"clusterLabel": label})
+    assert (r.status_code, r.json()["message"]) == (409, message)
+    assert await labels_listed(client) == ["gpu=true"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"clusterLabel": "bad label"}, "clusterLabel"),
+        ({"clusterLabel": "zone=not ok"}, "clusterLabel"),
+        ({"clusterLabel": ""}, "clusterLabel"),
+        ({}, "clusterLabel"),
+        ({"clusterLabel": 7}, "clusterLabel"),
+    ],
+)
+async def test_a_bad_cluster_label_is_400_naming_the_field(
+    client: httpx2.AsyncClient, body: dict[str, Any], field: str
+) -> None:
+    await populate(client)
+    r = await client.post(LABELS, json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["message"].startswith(f"Invalid Input: {field}"), r.json()["message"]
+    assert await labels_listed(client) == ["gpu=true"]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "missing"),
+    [
+        ("GET", "/v2/cluster-providers/nope/clusters/c1/labels", 'cluster provider "nope"'),
+        ("GET", f"{CP}/clusters/nope/labels", 'cluster "nope"'),
+        ("POST", f"{CP}/clusters/nope/labels", 'cluster "nope"'),
+        ("GET", f"{CP}/clusters/nope/labels/gpu", 'cluster "nope"'),
+        ("DELETE", f"{CP}/clusters/nope/labels/gpu", 'cluster "nope"'),
+    ],
+)
+async def test_labels_of_a_missing_cluster_are_404_naming_the_level(
+    client: httpx2.AsyncClient, method: str, url: str, missing: str
+) -> None:
+    await populate(client)
+    r = await client.request(method, url, json={"clusterLabel": "edge"} if method == "POST" else None)
+    assert (r.status_code, r.json()["message"]) == (404, f"{missing} not found")
+
+
+async def test_a_label_added_over_the_api_is_what_the_next_plan_selects_by(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    node = {"name": "n", "allocatable": {"cpu": "8"}}
+    r = await client.post(f"{CP}/clusters", json={"metadata": {"name": "c2"}, "spec": {"nodes": [node]}})
+    assert r.status_code == 201
+    edge = f"{CA}/deployment-intent-groups/edge"
+    await client.post(f"{CA}/deployment-intent-groups", json={"metadata": {"name": "edge"}})
+    await client.post(f"{edge}/generic-placement-intents", json={"metadata": {"name": "g"}})
+    intent = {"app": "web", "intent": {"allOf": [{"clusterProvider": "cp", "clusterLabel": "edge"}]}}
+    r = await client.post(
+        f"{edge}/generic-placement-intents/g/app-intents", json={"metadata": {"name": "a"}, "spec": intent}
+    )
+    assert r.status_code == 201, r.text
+
+    before = (await client.post(f"{edge}/plan")).json()
+    assert before["state"] == "Failed"
+    assert (await client.post(f"{CP}/clusters/c2/labels", json={"clusterLabel": "edge"})).status_code == 201
+    after = (await client.post(f"{edge}/plan")).json()
+    assert after["state"] == "Planned", after
+    assert [c["cluster"] for c in after["apps"][0]["clusters"]] == ["c2"]

@@ -34,6 +34,7 @@ SEED_NAMES = {
     "hpaIntent": "fwall-hpa-intent",
     "consumer": "core-fwall",
     "clusterProvider": "edge",
+    "cluster": "cluster-1",
 }
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(_store))

@@ -66,6 +66,7 @@ __all__ = [
     "AppBody",
     "Cluster",
     "ClusterBody",
+    "ClusterLabelBody",
     "ClusterMetadata",
     "ClusterNode",
     "ClusterProvider",
@@ -93,8 +94,10 @@ __all__ = [
     "Project",
     "ProjectBody",
     "RequirementSpec",
+    "cluster_label_text",
     "emco_name_problem",
     "requirement_quantities",
+    "split_cluster_label",
 ]
 
 API_VERSION = "fleet.devplace.io/v1alpha1"
@@ -355,6 +358,44 @@ class GenericPlacementIntentBody(EmcoBody):
     spec: _OpenSpec = Field(default_factory=_OpenSpec)
 
 
+def split_cluster_label(text: str) -> tuple[str, str | None]:
+    """`gpu` -> ("gpu", None) (any value), `zone=east` -> ("zone", "east")."""
+    key, sep, value = text.partition("=")
+    return key, (value if sep else None)
+
+
+def cluster_label_text(key: str, value: str) -> str:
+    """How EMCO's /labels lists a cluster label: the key alone when its value is empty, else `key=value`."""
+    return f"{key}={value}" if value else key
+
+
+def _cluster_label(value: str) -> str:
+    key, val = split_cluster_label(value)
+    problem = names.label_key_problem(key) or (None if val is None else names.label_value_problem(val))
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+class ClusterLabelBody(Model):
+    """EMCO's cluster label (`POST .../clusters/{c}/labels`): `{"clusterLabel": "edge"}` or `"zone=east"`.
+
+    It lands in the cluster's `metadata.labels` (`edge` as key `edge` with value ""), which generic placement
+    intents select by `clusterLabel`; EMCO 21.x clients' `label-name` is accepted too.
+    """
+
+    cluster_label: str = Field(
+        validation_alias=AliasChoices("clusterLabel", "label-name"),
+        serialization_alias="clusterLabel",
+        max_length=381,  # a qualified key (253-character prefix, "/", 63-character name), "=", a 63-character value
+    )
+
+    @field_validator("cluster_label")
+    @classmethod
+    def _label_ok(cls, value: str) -> str:
+        return _cluster_label(value)
+
+
 class ClusterSelector(Model):
     """One cluster by name, or every cluster carrying a label (`gpu` = has the key, `gpu=true` = key with value)."""
 
@@ -377,13 +418,7 @@ class ClusterSelector(Model):
     @field_validator("cluster_label")
     @classmethod
     def _label_ok(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        key, sep, val = value.partition("=")
-        problem = names.label_key_problem(key) or (names.label_value_problem(val) if sep else None)
-        if problem:
-            raise ValueError(problem)
-        return value
+        return None if value is None else _cluster_label(value)
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:

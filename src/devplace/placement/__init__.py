@@ -11,6 +11,7 @@ from devplace.placement.catalog import Catalog
 from devplace.placement.combiner import AppPlacement, Decision, Outcome, combine
 from devplace.placement.controllers import PlacementContext, PlacementController, default_controllers, register
 from devplace.placement.inventory import ClusterInventory, ClusterRef, NodeInventory
+from devplace.placement.labels import ClusterLabels
 from devplace.placement.service import PlacementService
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "Candidate",
     "Catalog",
     "ClusterInventory",
+    "ClusterLabels",
     "ClusterRef",
     "Decision",
     "NodeInventory",

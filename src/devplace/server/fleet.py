@@ -3,8 +3,10 @@
 Every collection of `devplace.api.fleet.LEVELS` gets POST (201), GET list (200), GET one (200), PUT one (200, or
 201 when it creates) and DELETE one (204), generated from the level table so the eleven collections cannot drift
 apart. Deployment intent groups add `plan` (200, a dry run), `instantiate` (202), `status` (200), `approve` and
-`terminate` (202). Routes are thin: bodies are validated by FastAPI against the EMCO body models (which also
-document them in OpenAPI), then `placement.catalog.Catalog` and `placement.service.PlacementService` do the work.
+`terminate` (202); clusters add EMCO's `/labels` (POST, GET list, GET one, DELETE; see `placement.labels`).
+Routes are thin: bodies are validated by FastAPI against the EMCO body models (which also document them in
+OpenAPI), then `placement.catalog.Catalog`, `placement.labels.ClusterLabels` and `placement.service.PlacementService`
+do the work.
 
 Errors are raised as devplace errors and become responses in the app's exception handlers, which use
 `devplace.server.errors` in the "emco" dialect for /v2 paths: schema violations 400 ("Invalid Input: ..."),
@@ -25,10 +27,11 @@ from pydantic import BaseModel, Field
 
 from devplace.api import fleet
 from devplace.api.fleet import Level
+from devplace.placement.labels import ClusterLabels
 from devplace.placement.service import PlacementService
 from devplace.store.base import Store
 
-__all__ = ["PlacementStatus", "StatusBody", "router"]
+__all__ = ["ClusterLabel", "PlacementStatus", "StatusBody", "router"]
 
 PREFIX = "/v2"
 
@@ -265,6 +268,77 @@ def _lifecycle(api: APIRouter, service: PlacementService) -> None:
     )
 
 
+class ClusterLabel(BaseModel):
+    """A cluster label as EMCO lists it: `edge`, or `zone=east` for a label with a value."""
+
+    cluster_label: str = Field(alias="clusterLabel")
+
+
+def _cluster_labels(api: APIRouter, labels: ClusterLabels) -> None:
+    level = fleet.CLUSTER
+    collection = f"{_item(level)}/labels"
+    item = f"{collection}/{{clusterLabel:path}}"  # `:path`: qualified keys (example.com/gpu) hold a slash
+    params = _params(level.all_params)
+    label_param = _params(("clusterLabel",))
+    body_param = inspect.Parameter(
+        "body", inspect.Parameter.KEYWORD_ONLY, annotation=fleet.ClusterLabelBody, default=Body(...)
+    )
+    tag = "cluster label"
+    ok = {"model": ClusterLabel, "description": "the cluster label"}
+
+    async def create(**kw: Any) -> JSONResponse:
+        return JSONResponse(await labels.add(_path(level, kw), kw["body"].model_dump(by_alias=True)), 201)
+
+    async def list_all(**kw: Any) -> JSONResponse:
+        return JSONResponse(await labels.list_all(_path(level, kw)))
+
+    async def get_one(**kw: Any) -> JSONResponse:
+        return JSONResponse(await labels.get(_path(level, kw), kw["clusterLabel"]))
+
+    async def delete_one(**kw: Any) -> Response:
+        await labels.delete(_path(level, kw), kw["clusterLabel"])
+        return Response(status_code=204)
+
+    api.add_api_route(
+        collection,
+        _endpoint(create, [*params, body_param], "create_cluster_label"),
+        methods=["POST"],
+        status_code=201,
+        tags=[tag],
+        summary="Label a cluster (generic placement intents select clusters by label)",
+        responses={201: ok, **_ERRORS},
+        response_class=JSONResponse,
+    )
+    api.add_api_route(
+        collection,
+        _endpoint(list_all, params, "list_cluster_labels"),
+        methods=["GET"],
+        tags=[tag],
+        summary="List a cluster's labels",
+        responses={200: {"model": list[ClusterLabel], "description": "every label"}, 404: _ERRORS[404]},
+        response_class=JSONResponse,
+    )
+    api.add_api_route(
+        item,
+        _endpoint(get_one, [*params, *label_param], "get_cluster_label"),
+        methods=["GET"],
+        tags=[tag],
+        summary="Get a cluster label (`zone` matches any value of the key, `zone=east` only that value)",
+        responses={200: ok, 404: _ERRORS[404]},
+        response_class=JSONResponse,
+    )
+    api.add_api_route(
+        item,
+        _endpoint(delete_one, [*params, *label_param], "delete_cluster_label"),
+        methods=["DELETE"],
+        status_code=204,
+        tags=[tag],
+        summary="Remove a cluster label",
+        responses={204: {"description": "removed"}, 404: _ERRORS[404]},
+        response_class=Response,
+    )
+
+
 def router(store: Store, *, service: PlacementService | None = None) -> APIRouter:
     """The /v2 routes over `store` (pass `service` to choose controllers, clock or timeouts)."""
     service = service or PlacementService(store)
@@ -272,4 +346,5 @@ def router(store: Store, *, service: PlacementService | None = None) -> APIRoute
     for level in fleet.LEVELS:
         _crud(api, level, service)
     _lifecycle(api, service)
+    _cluster_labels(api, ClusterLabels(service.catalog))
     return api

@@ -1,0 +1,115 @@
+"""Cluster labels: EMCO's `/cluster-providers/{cp}/clusters/{c}/labels` sub-resource over a cluster's labels.
+
+EMCO keeps a cluster's labels as separate objects; devplace keeps them in the cluster body's `metadata.labels`, the map
+generic placement intents select on, so a label written here is what the next plan reads (EMCO's went stale). EMCO's
+labels are plain strings; here `edge` is key `edge` with value "" and `zone=east` is key `zone` with value `east`, so
+one key holds one value. Each write is one CAS on the cluster (`mutate`): two clients adding labels at once both land.
+
+Adding a label whose key is present is 409 (a duplicate, or another value for the key); reading or deleting a label the
+cluster does not carry is 404. `zone` names the key whatever its value; `zone=east` must match the value too.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+
+from devplace import errors
+from devplace.api import fleet
+from devplace.api.meta import invalid_from
+from devplace.placement.catalog import Catalog
+from devplace.store.mutations import mutate
+
+__all__ = ["ClusterLabels", "label_added", "label_removed", "labels_of"]
+
+Obj = dict[str, Any]
+CLUSTER = fleet.CLUSTER
+Change = Callable[[Obj, str, str], Obj]
+
+
+def labels_of(cluster: Obj) -> dict[str, str]:
+    """The labels of a stored cluster."""
+    return dict(((cluster["spec"]["emco"].get("metadata") or {}).get("labels")) or {})
+
+
+def _find(labels: dict[str, str], text: str, where: str) -> str:
+    key, value = fleet.split_cluster_label(text)
+    if key not in labels or (value is not None and labels[key] != value):
+        raise errors.NotFound(f'{where} has no label "{text}"')
+    return key
+
+
+def _with_labels(cluster: Obj, labels: dict[str, str]) -> Obj:
+    out = copy.deepcopy(cluster)
+    out["spec"]["emco"].setdefault("metadata", {})["labels"] = labels
+    return out
+
+
+def label_added(cluster: Obj, text: str, where: str) -> Obj:
+    """The stored cluster with label `text` added; `AlreadyExists` if its key is taken."""
+    labels = labels_of(cluster)
+    key, value = fleet.split_cluster_label(text)
+    if key in labels:
+        held = fleet.cluster_label_text(key, labels[key])
+        raise errors.AlreadyExists(
+            f'{where} already has label "{held}"' if held == text else f'{where} already has label "{held}" for {key}'
+        )
+    labels[key] = value or ""
+    return _with_labels(cluster, labels)
+
+
+def label_removed(cluster: Obj, text: str, where: str) -> Obj:
+    """The stored cluster without label `text`; `NotFound` if it does not carry it."""
+    labels = labels_of(cluster)
+    del labels[_find(labels, text, where)]
+    return _with_labels(cluster, labels)
+
+
+class ClusterLabels:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    async def _change(self, path: tuple[str, ...], change: Change, text: str) -> None:
+        stored = await self.catalog.read(CLUSTER, path)  # 404 naming the missing level
+        where = CLUSTER.describe(path)
+        refused: list[errors.DevplaceError] = []
+
+        def decide(current: Obj) -> Obj:
+            try:
+                return change(current, text, where)
+            except errors.DevplaceError as e:
+                refused.append(e)
+                raise
+
+        try:
+            await mutate(
+                self.catalog.store, CLUSTER.kind, stored["metadata"]["name"], "", decide, clock=self.catalog.clock
+            )
+        except errors.NotFound as e:
+            if refused and e is refused[-1]:
+                raise
+            raise errors.NotFound(f"{where} not found") from None  # deleted after it was read
+
+    async def add(self, path: tuple[str, ...], raw: Any) -> Obj:
+        """POST: 400 for a bad body, 404 for a missing cluster, 409 if the key is taken; the label body."""
+        try:
+            body = fleet.ClusterLabelBody.model_validate(raw)
+        except pydantic.ValidationError as e:
+            raise invalid_from(e) from e
+        await self._change(path, label_added, body.cluster_label)
+        return {"clusterLabel": body.cluster_label}
+
+    async def list_all(self, path: tuple[str, ...]) -> list[Obj]:
+        labels = labels_of(await self.catalog.read(CLUSTER, path))
+        return [{"clusterLabel": fleet.cluster_label_text(k, v)} for k, v in sorted(labels.items())]
+
+    async def get(self, path: tuple[str, ...], text: str) -> Obj:
+        labels = labels_of(await self.catalog.read(CLUSTER, path))
+        key = _find(labels, text, CLUSTER.describe(path))
+        return {"clusterLabel": fleet.cluster_label_text(key, labels[key])}
+
+    async def delete(self, path: tuple[str, ...], text: str) -> None:
+        await self._change(path, label_removed, text)
