@@ -10,6 +10,8 @@ from contextlib import aclosing
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import Response
 
 from devplace import errors
 from devplace.clocks import FakeClock
@@ -181,3 +183,39 @@ async def test_closing_the_store_ends_an_open_watch_with_unavailable(memory_stor
             await store.close()
             with pytest.raises(errors.Unavailable):
                 await asyncio.wait_for(pending, WATCH_BOUND)
+
+
+async def test_a_watch_whose_streams_keep_ending_at_once_backs_off_instead_of_spinning(clock: FakeClock) -> None:
+    # A server (or proxy) that answers every watch with an empty stream: the first end reconnects at once, then
+    # the watch waits 0.05 s, 0.1 s, ... on the clock between attempts instead of hammering the server.
+    requests: list[str] = []
+    app = FastAPI()
+
+    @app.get("/api/v1/nodes")
+    async def nodes(resourceVersion: str | None = None) -> Response:
+        requests.append(resourceVersion or "")
+        return Response(b"", media_type="application/x-ndjson")
+
+    async def settled(count: int) -> None:
+        for _ in range(500):  # bounded wait for the I/O to happen, then exact assertions
+            if len(requests) >= count and clock.pending_sleepers == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert (len(requests), clock.pending_sleepers) == (count, 1)
+
+    async with serve_app(app) as url:
+        store = RemoteStore(url, clock=clock)
+        pending = asyncio.ensure_future(anext(store.watch("Node", since=7)))
+        try:
+            await settled(2)
+            await clock.advance(0.05)
+            await settled(3)
+            await clock.advance(0.05)  # half of the next pause (0.1 s): no new request
+            await settled(3)
+            await clock.advance(0.05)
+            await settled(4)
+            assert requests == ["7"] * 4  # each attempt resumes from the same revision
+            assert not pending.done()  # never gives up on a server that answers
+        finally:
+            pending.cancel()
+            await store.close()

@@ -12,7 +12,9 @@ that cannot be reached is `Unavailable`.
 Watch streams NDJSON. The server tells where a watch from "now" started (header `X-Devplace-Watch-From`), and
 every event carries its revision (`metadata.resourceVersion`), so when the stream ends or the connection drops
 the watch reconnects from the last revision it delivered: consumers see every event once, in order, or `Gone`
-when the server has compacted past it. Reconnects after a failure back off through the injected clock.
+when the server has compacted past it. Reconnects back off through the injected clock: after a failure (giving up
+with `Unavailable` after a few), and after streams that keep ending without an event (never giving up: the server
+answers, it just has nothing to say, or a proxy keeps cutting the stream).
 
 The HTTP client is created on first use, in the event loop that uses it; `close` closes it and ends watches.
 """
@@ -35,6 +37,7 @@ from devplace.store.base import Event, EventType, ObjectList
 __all__ = ["WATCH_FROM_HEADER", "RemoteStore", "error_from_status"]
 
 WATCH_FROM_HEADER = "X-Devplace-Watch-From"
+_MAX_QUIET_PAUSE = 5.0
 _EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _MAX_RECONNECTS = 5
 
@@ -203,6 +206,7 @@ class RemoteStore:
             base_params["labelSelector"] = selector
         last = since
         failures = 0
+        quiet = 0  # streams in a row that ended cleanly without delivering anything
         while True:
             params = dict(base_params)
             if last is not None:
@@ -218,6 +222,7 @@ class RemoteStore:
                     if last is None and started is not None and started.isdigit():
                         last = int(started)
                     failures = 0
+                    quiet += 1
                     async for line in response.aiter_lines():
                         if not line.strip():
                             continue
@@ -225,6 +230,7 @@ class RemoteStore:
                         if last is not None and event.revision <= last:
                             continue  # already delivered before a reconnect
                         last = event.revision
+                        quiet = 0
                         yield event
             except httpx2.TransportError as e:
                 if self._closed:
@@ -235,7 +241,10 @@ class RemoteStore:
                 await self._clock.sleep(0.05 * 2 ** (failures - 1))
             if self._closed:
                 raise errors.Unavailable("store is closed")
-            # the stream ended (server timeout, restart): resume after the last delivered revision
+            # The stream ended (server timeout, restart): resume after the last delivered revision. A server (or a
+            # proxy) that keeps ending streams at once must not turn this into a busy loop: back off, never give up.
+            if quiet > 1:
+                await self._clock.sleep(min(0.05 * 2 ** (quiet - 2), _MAX_QUIET_PAUSE))
 
 
 def _event(line: str) -> Event:
