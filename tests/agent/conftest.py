@@ -9,6 +9,7 @@ one ListAndWatch stream kept open, Allocate and GetPreferredAllocation calls.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -242,20 +243,38 @@ def configuration(
     handler: str = "sim",
     annotations: dict[str, str] | None = None,
     broker_properties: dict[str, str] | None = None,
+    discovery_properties: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "default"}
     if annotations:
         meta["annotations"] = annotations
+    handler_info: dict[str, Any] = {"name": handler, "discoveryDetails": details}
+    if discovery_properties is not None:
+        handler_info["discoveryProperties"] = discovery_properties
     return {
         "apiVersion": "devplace.io/v1alpha1",
         "kind": "Configuration",
         "metadata": meta,
         "spec": {
-            "discoveryHandler": {"name": handler, "discoveryDetails": details},
+            "discoveryHandler": handler_info,
             "capacity": capacity,
             "uniqueDevices": unique,
             "brokerProperties": broker_properties or {},
         },
+    }
+
+
+def secret(
+    name: str, data: dict[str, bytes] | None = None, namespace: str = "default", **fields: Any
+) -> dict[str, Any]:
+    """A Secret whose `data` holds `data` base64-encoded, as Kubernetes carries it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {k: base64.b64encode(v).decode() for k, v in (data or {}).items()},
+        "type": "Opaque",
+        **fields,
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import grpc
@@ -16,7 +17,7 @@ from devplace.discovery import Device, HandlerRegistry
 from devplace.store import Store
 from tests.processes import stop_child
 
-from .conftest import PREFIX, MiniKubelet, Nodes, configuration, eventually, pod
+from .conftest import PREFIX, MiniKubelet, Nodes, configuration, eventually, pod, secret
 
 
 async def instance_list(store: Store) -> list[dict[str, Any]]:
@@ -163,7 +164,7 @@ async def test_bad_discovery_details_become_a_condition_and_clear_when_fixed(nod
 class _LateHandler:
     name = "late"
 
-    async def discover(self, details: str) -> Any:
+    async def discover(self, details: str, properties: Mapping[str, bytes] | None = None) -> Any:
         yield [Device("late-1", {"x": "1"})]
         await asyncio.Event().wait()
 
@@ -181,6 +182,145 @@ async def test_a_missing_handler_is_a_condition_retried_when_the_handler_registe
     assert inst["metadata"]["name"] == name_of("late-1")
     cfg = await nodes.store.get("Configuration", "cams", "default")
     assert "conditions" not in (cfg.get("status") or {})
+
+
+# -- discovery properties -----------------------------------------------------------------------------------
+
+
+class _Recording:
+    """A discovery handler that remembers the properties of every `discover` call and reports device `cam-1`."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, bytes]] = []
+
+    async def discover(
+        self, details: str, properties: Mapping[str, bytes] | None = None
+    ) -> AsyncIterator[list[Device]]:
+        self.calls.append(dict(properties or {}))
+        yield [Device("cam-1", {})]
+        await asyncio.Event().wait()
+
+
+async def recording_node(nodes: Nodes) -> _Recording:
+    agent = await nodes.add("node-a")
+    handler = _Recording()
+    agent.handlers.add(handler)
+    return handler
+
+
+def from_secret(name: str, key: str, secret_name: str = "onvif-auth", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": key, **extra}}}
+
+
+async def set_secret_data(store: Store, name: str, data: dict[str, bytes]) -> None:
+    obj = await store.get("Secret", name, "default")
+    obj["data"] = secret(name, data)["data"]
+    await store.update(obj)
+
+
+async def discovery_conditions(store: Store, name: str = "cams") -> list[dict[str, Any]]:
+    """The Configuration's conditions without their timestamps."""
+    cfg = await store.get("Configuration", name, "default")
+    found = (cfg.get("status") or {}).get("conditions") or []
+    return [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in found]
+
+
+async def test_the_handler_is_sent_the_resolved_discovery_properties(nodes: Nodes) -> None:
+    handler = await recording_node(nodes)
+    await nodes.store.create(secret("onvif-auth", {"username": b"admin"}, stringData={"password": "s3cret"}))
+    await nodes.store.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cam-settings", "namespace": "default"},
+            "data": {"timeout": "5"},
+        }
+    )
+    props = [
+        {"name": "REALM", "value": "lab"},
+        from_secret("USERNAME", "username"),
+        from_secret("PASSWORD", "password"),
+        {"name": "TIMEOUT", "valueFrom": {"configMapKeyRef": {"name": "cam-settings", "key": "timeout"}}},
+        from_secret("TOKEN", "token", optional=True),
+    ]
+    await nodes.store.create(configuration(handler="recording", discovery_properties=props))
+    await nodes.settle()
+    assert handler.calls == [{"REALM": b"lab", "USERNAME": b"admin", "PASSWORD": b"s3cret", "TIMEOUT": b"5"}]
+    assert (await only_instance(nodes.store))["metadata"]["name"] == name_of("cam-1")
+    assert await discovery_conditions(nodes.store) == []
+
+
+async def test_a_change_to_a_read_secret_restarts_discovery_only_when_a_sent_value_changes(nodes: Nodes) -> None:
+    handler = await recording_node(nodes)
+    await nodes.store.create(secret("onvif-auth", {"username": b"admin"}))
+    await nodes.store.create(secret("unrelated", {"username": b"x"}))
+    await nodes.store.create(
+        configuration(handler="recording", discovery_properties=[from_secret("USERNAME", "username")])
+    )
+    await nodes.settle()
+    assert handler.calls == [{"USERNAME": b"admin"}]
+    await set_secret_data(nodes.store, "unrelated", {"username": b"y"})
+    await set_secret_data(nodes.store, "onvif-auth", {"username": b"admin", "unread": b"z"})
+    await nodes.settle()
+    assert handler.calls == [{"USERNAME": b"admin"}]  # nothing the handler is sent changed
+    await set_secret_data(nodes.store, "onvif-auth", {"username": b"root"})
+    await nodes.settle()
+    assert handler.calls == [{"USERNAME": b"admin"}, {"USERNAME": b"root"}]
+    assert len(await instance_list(nodes.store)) == 1
+
+
+async def test_editing_the_configurations_properties_restarts_discovery_and_drops_the_old_reference(
+    nodes: Nodes,
+) -> None:
+    handler = await recording_node(nodes)
+    await nodes.store.create(secret("onvif-auth", {"username": b"admin"}))
+    await nodes.store.create(
+        configuration(handler="recording", discovery_properties=[from_secret("USERNAME", "username")])
+    )
+    await nodes.settle()
+    cfg = await nodes.store.get("Configuration", "cams", "default")
+    cfg["spec"]["discoveryHandler"]["discoveryProperties"] = [{"name": "USERNAME", "value": "guest"}]
+    await nodes.store.update(cfg)
+    await nodes.settle()
+    assert handler.calls == [{"USERNAME": b"admin"}, {"USERNAME": b"guest"}]
+    await set_secret_data(nodes.store, "onvif-auth", {"username": b"root"})  # no longer read
+    await nodes.settle()
+    assert handler.calls == [{"USERNAME": b"admin"}, {"USERNAME": b"guest"}]
+    assert nodes.agents["node-a"].cache.sources == {}
+
+
+async def test_a_missing_required_secret_is_a_condition_until_it_is_created_with_the_key(nodes: Nodes) -> None:
+    handler = await recording_node(nodes)
+    nodes.world.plug("usb-1", ["node-a"])
+    await nodes.store.create(configuration(name="plain", details="shared: false"))  # another Configuration
+    props = [{"name": "REALM", "value": "lab"}, from_secret("USERNAME", "username")]
+    await nodes.store.create(configuration(handler="recording", discovery_properties=props))
+    await nodes.settle()
+    failed = {"type": "DiscoveryFailed", "status": "True", "reason": "InvalidDiscoveryProperties", "node": "node-a"}
+    path = "spec.discoveryHandler.discoveryProperties[1].valueFrom.secretKeyRef"
+    assert await discovery_conditions(nodes.store) == [
+        {**failed, "message": f"{path}.name: Secret default/onvif-auth not found"}
+    ]
+    assert handler.calls == []
+    assert [i["spec"]["configurationName"] for i in await instance_list(nodes.store)] == ["plain"]  # the agent goes on
+    rv = (await nodes.store.get("Configuration", "cams", "default"))["metadata"]["resourceVersion"]
+    await nodes.advance(60.0)
+    assert (await nodes.store.get("Configuration", "cams", "default"))["metadata"]["resourceVersion"] == rv  # no retry
+
+    await nodes.store.create(secret("onvif-auth", {"user": b"admin"}))  # the wrong key
+    await nodes.settle()
+    assert await discovery_conditions(nodes.store) == [
+        {**failed, "message": f"{path}.key: Secret default/onvif-auth has no key 'username'"}
+    ]
+    assert handler.calls == []
+
+    await set_secret_data(nodes.store, "onvif-auth", {"username": b"admin"})
+    await nodes.settle()
+    assert await discovery_conditions(nodes.store) == []
+    assert handler.calls == [{"REALM": b"lab", "USERNAME": b"admin"}]
+    assert sorted(i["spec"]["configurationName"] for i in await instance_list(nodes.store)) == ["cams", "plain"]
 
 
 # -- plugins over gRPC --------------------------------------------------------------------------------------
@@ -584,5 +724,41 @@ async def test_an_external_handler_registering_on_the_agents_socket_discovers_de
         await nodes.settle()
         cfg = await nodes.store.get("Configuration", "cams", "default")
         assert "conditions" not in (cfg.get("status") or {})
+    finally:
+        await stop_child(proc)
+
+
+async def test_an_external_handler_process_is_sent_the_properties_read_from_a_secret(nodes: Nodes) -> None:
+    registration = nodes.root / "reg.sock"
+    agent = await nodes.add("node-a", registration_socket=registration)
+    await nodes.store.create(secret("onvif-auth", {"username": b"admin"}))
+    props = [{"name": "REALM", "value": "lab"}, from_secret("USERNAME", "username")]
+    await nodes.store.create(configuration(handler="echo", discovery_properties=props))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "devplace.discovery.echoserver",
+        "--name",
+        "echo",
+        "--socket-dir",
+        str(nodes.root),
+        "--registration",
+        str(registration),
+        "--devices",
+        "ext-1",
+        "--echo-properties",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        await eventually(lambda: bool(agent.cache.instances), "the Instance of ext-1", timeout=30.0)
+        await nodes.settle()
+        inst = await only_instance(nodes.store)
+        assert inst["spec"]["brokerProperties"] == {
+            "ECHO_DEVICE": "ext-1",
+            "ECHO_PROPERTY_REALM": "lab",
+            "ECHO_PROPERTY_USERNAME": "admin",
+        }
     finally:
         await stop_child(proc)

@@ -195,3 +195,101 @@ async def test_update_usage_of_a_missing_instance_is_not_found(memory_store: Mem
     cache = NodeCache(memory_store, "node-a")
     with pytest.raises(errors.NotFound):
         await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
+
+
+# -- ConfigMaps and Secrets read by discoveryProperties --------------------------------------------------------
+
+
+def reading(name: str = "cams", *secrets: str, rv: int = 3) -> dict[str, Any]:
+    """A Configuration whose discoveryProperties read key `k` of each Secret named (in its own namespace)."""
+    return {
+        "apiVersion": "devplace.io/v1alpha1",
+        "kind": "Configuration",
+        "metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv)},
+        "spec": {
+            "discoveryHandler": {
+                "name": "sim",
+                "discoveryProperties": [
+                    {"name": s, "valueFrom": {"secretKeyRef": {"name": s, "key": "k"}}} for s in secrets
+                ],
+            }
+        },
+    }
+
+
+def secret(name: str, value: str = "YQ==", rv: int = 4, **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv), **extra},
+        "data": {"k": value},
+        "type": "Opaque",
+    }
+
+
+def test_only_secrets_a_configuration_reads_are_kept_and_only_their_data(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    heard: list[tuple[str, tuple[str, str]]] = []
+    cache.listeners.append(lambda kind, key: heard.append((kind, key)))
+    cache.apply("Configuration", "ADDED", reading("cams", "auth"))
+    cache.apply("Secret", "ADDED", secret("auth", annotations={"big": "x" * 1000}))
+    cache.apply("Secret", "ADDED", secret("unrelated"))
+    assert cache.sources == {
+        ("Secret", "default", "auth"): {
+            "metadata": {"name": "auth", "namespace": "default", "resourceVersion": "4"},
+            "data": {"k": "YQ=="},
+        }
+    }
+    assert heard == [("Configuration", ("default", "cams")), ("Secret", ("default", "auth"))]
+    assert cache.referrers(("Secret", "default", "auth")) == [("default", "cams")]
+    assert cache.referrers(("Secret", "default", "unrelated")) == []
+
+
+def test_a_secret_no_configuration_reads_any_more_is_forgotten(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Configuration", "ADDED", reading("one", "auth"))
+    cache.apply("Configuration", "ADDED", reading("two", "auth"))
+    cache.apply("Secret", "ADDED", secret("auth"))
+    assert cache.referrers(("Secret", "default", "auth")) == [("default", "one"), ("default", "two")]
+    cache.apply("Configuration", "MODIFIED", reading("one", rv=5))  # no longer reads it
+    assert list(cache.sources) == [("Secret", "default", "auth")]
+    cache.apply("Configuration", "DELETED", reading("two", "auth", rv=6))
+    assert cache.sources == {}
+    assert cache.referrers(("Secret", "default", "auth")) == []
+
+
+async def test_a_newly_referenced_secret_is_read_once_and_a_missing_one_is_known_absent(
+    memory_store: MemoryStore,
+) -> None:
+    stored = await memory_store.create(secret("auth"))
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Secret", "ADDED", stored)  # before anything read it: dropped
+    cache.apply("Configuration", "ADDED", reading("cams", "auth", "later"))
+    assert cache.unloaded(("default", "cams")) == [("Secret", "default", "auth"), ("Secret", "default", "later")]
+    await cache.load_sources(("default", "cams"))
+    assert cache.unloaded(("default", "cams")) == []
+    assert list(cache.sources) == [("Secret", "default", "auth")]
+    assert cache.sources[("Secret", "default", "auth")]["data"] == {"k": "YQ=="}
+    created = await memory_store.create(secret("later"))
+    cache.apply("Secret", "ADDED", created)  # the watch keeps it current from now on
+    assert sorted(cache.sources) == [("Secret", "default", "auth"), ("Secret", "default", "later")]
+
+
+async def test_a_late_read_does_not_resurrect_a_secret_the_watch_saw_deleted(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Configuration", "ADDED", reading("cams", "auth"))
+    cache.apply("Secret", "ADDED", secret("auth", rv=4))
+    cache.apply("Secret", "DELETED", secret("auth", rv=9))
+    cache.apply("Secret", "MODIFIED", secret("auth", rv=8))  # e.g. a read answered before the deletion
+    assert cache.sources == {}
+    assert cache.unloaded(("default", "cams")) == []  # known to be absent: nothing to read
+
+
+def test_a_relist_keeps_only_read_secrets_and_knows_the_rest_are_absent(memory_store: MemoryStore) -> None:
+    cache = NodeCache(memory_store, "node-a")
+    cache.apply("Configuration", "ADDED", reading("cams", "auth", "gone"))
+    cache.apply("Secret", "ADDED", secret("gone", rv=4))
+    touched = cache.replace_all("Secret", [secret("auth", rv=7), secret("unrelated", rv=8)])
+    assert touched == {("default", "auth"), ("default", "gone")}
+    assert list(cache.sources) == [("Secret", "default", "auth")]
+    assert cache.unloaded(("default", "cams")) == []

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from devplace import errors
 from devplace.discovery import Device, DeviceSpec, ExternalHandler, HandlerRegistry, Mount, RegistrationServer
 from devplace.discovery.bridge import Registration, device_from_proto, device_to_proto, parse_registration
-from devplace.discovery.echoserver import ECHO_DEVICE
+from devplace.discovery.echoserver import ECHO_DEVICE, echoed_properties
 from devplace.discovery.v0 import discovery_pb2 as v0
 from devplace.discovery.v0 import discovery_pb2_grpc as v0_grpc
 from tests.processes import stop_child
@@ -277,6 +277,43 @@ async def test_echo_process_filters_by_details_and_refuses_bad_ones(spawn: Spawn
         await next_of(handler.discover("only: c"))
     assert info.value.message == "discoveryDetails.only: must be a list of device ids"
     assert registry.names() == ["echo"]  # bad details do not unregister the handler
+
+
+async def test_echo_process_receives_the_discovery_properties_over_the_wire(
+    spawn: Spawn, registry: HandlerRegistry
+) -> None:
+    await spawn("echo", "--devices", "a", "--echo-properties")
+    await registry_until(registry, lambda: "echo" in registry.names())
+    handler = registry.get("echo")
+
+    stream = handler.discover("", {"username": b"admin", "token": b"\x00\xff", "empty": b""})
+    [device] = await next_of(stream)
+    assert device.properties == {
+        ECHO_DEVICE: "a",
+        "ECHO_PROPERTY_username": "admin",
+        "ECHO_PROPERTY_token": "\x00\\xff",  # undecodable bytes arrive intact, shown backslash-escaped
+        "ECHO_PROPERTY_empty": "",
+    }
+    await stream.aclose()
+
+    stream = registry.get("echo").discover("", {"username": b"root"})  # each Discover call carries its own
+    assert (await next_of(stream))[0].properties == {ECHO_DEVICE: "a", "ECHO_PROPERTY_username": "root"}
+    await stream.aclose()
+
+    stream = registry.get("echo").discover("")
+    assert await next_of(stream) == _echo("a")  # no properties, nothing echoed
+    await stream.aclose()
+
+
+def test_echoed_properties_name_each_received_property_and_decode_it() -> None:
+    request = v0.DiscoverRequest(
+        discovery_properties={"b": v0.ByteData(vec="ü".encode()), "a": v0.ByteData(vec=b"\xff"), "unset": v0.ByteData()}
+    )
+    assert echoed_properties(request) == {
+        "ECHO_PROPERTY_a": "\\xff",
+        "ECHO_PROPERTY_b": "ü",
+        "ECHO_PROPERTY_unset": "",
+    }
 
 
 async def test_killed_handler_process_unregisters_and_comes_back_when_restarted(

@@ -1,9 +1,10 @@
 """The DiscoveryHandler contract (devplace.discovery.handlers), run against every handler in conftest.DRIVERS.
 
 Each test states one promise of the protocol: a stream yields the full current device list on start and on every
-change (consumers replace, never merge), ids are unique within a list, and bad details raise `errors.Invalid` before
-anything is yielded. Lists are compared by their sorted ids: the contract says which devices, not in what order.
-Every read of a stream is bounded (conftest.BOUND), so a handler that never answers fails instead of hanging.
+change (consumers replace, never merge), ids are unique within a list, discoveryProperties are accepted, and bad
+details raise `errors.Invalid` before anything is yielded. Lists are compared by their sorted ids: the contract says
+which devices, not in what order. Every read of a stream is bounded (conftest.BOUND), so a handler that never answers
+fails instead of hanging.
 """
 
 from __future__ import annotations
@@ -68,6 +69,16 @@ async def test_device_ids_are_unique_within_a_list_even_when_the_source_names_on
     details = await driver.start_with_a_repeated_source()
     async with aclosing(discover(driver, details)) as stream:
         assert ids(await driver.next_list(stream)) == ["a", "b"]
+
+
+async def test_discovery_properties_are_accepted_and_the_stream_works_as_without_them(driver: Driver) -> None:
+    details = await driver.start(("a", "b"))
+    stream = driver.handler.discover(details, {"username": b"admin", "password": b"\x00\xff", "empty": b""})
+    assert isinstance(stream, AsyncGenerator)
+    async with aclosing(stream):
+        assert ids(await driver.next_list(stream)) == ["a", "b"]
+    async with aclosing(driver.handler.discover(details, {})) as no_properties:
+        assert ids(await driver.next_list(no_properties)) == ["a", "b"]
 
 
 async def test_an_empty_world_yields_an_empty_list_rather_than_nothing(driver: Driver) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -17,7 +17,9 @@ class _Fixed:
     name: str
     tag: str = ""
 
-    async def discover(self, details: str) -> AsyncIterator[list[Device]]:
+    async def discover(
+        self, details: str, properties: Mapping[str, bytes] | None = None
+    ) -> AsyncIterator[list[Device]]:
         yield [Device(self.tag or self.name, {})]
 
 

@@ -5,6 +5,7 @@
 - `instances`: the pure Instance lifecycle (names, create, join, leave, offline expiry, capacity sync).
 - `releases`: the pure release rules (pod gone, absent from PodResources past the grace).
 - `conditions`: per-node DiscoveryFailed conditions on Configurations.
+- `properties`: the pure resolution of discoveryProperties (values, Secrets, ConfigMaps) into handler bytes.
 - `plugins` / `servers`: the IL and CL DevicePlugin servicers and their unix-socket servers and registration.
 - `caches`: the agent's view of the store, and its compare-and-swap write helpers.
 """

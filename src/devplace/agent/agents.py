@@ -1,7 +1,8 @@
 """The node agent: discovery -> Instances, Instances -> device plugins, kubelet -> slot claims and releases.
 
-One `Agent` per node. It watches Configurations and Instances (all namespaces) and Pods (those bound to its node)
-into a `NodeCache`, runs one discovery stream per Configuration, and keeps, by compare-and-swap only:
+One `Agent` per node. It watches Configurations and Instances (all namespaces), Pods (those bound to its node) and
+the ConfigMaps and Secrets that discoveryProperties read into a `NodeCache`, runs one discovery stream per
+Configuration, and keeps, by compare-and-swap only:
 - the Instances of what it discovers (`instances.plan`: create, join, leave, resize, expire),
 - one IL plugin per Instance listing this node and one CL plugin per Configuration with a visible Instance
   (`plugins`, served and registered by `servers`),
@@ -18,13 +19,18 @@ and the PodResources look a claim asks for are recorded but not started; they st
 flight has ended, i.e. its answer is on the wire. The kubelet admits one pod at a time, so this defers them by the
 length of one RPC; nothing is lost (a held notification counts as pending, a held look keeps the agent busy).
 
+Discovery restarts when its signature changes: the handler's name, the discoveryDetails and the resolved
+discoveryProperties (`properties.resolve`), so editing a property, or a ConfigMap or Secret one reads, restarts the
+stream with the new values; a change to such an object marks only the Configurations that read it.
+
 Failure semantics: a store error in a reconcile is logged and the Configuration is retried after a short real
-backoff; a broken discovery stream or bad discoveryDetails become a condition on the Configuration (and a missing
-or vanished handler is retried when the node's handler registry changes); a kubelet that is absent or restarts is
-noticed through kubelet.sock's identity, polled in real time (the kubelet is a real peer even under a fake clock),
-and every plugin registers again. Grace periods (slot release, offline Instances) run on the injected Clock.
-`stop` leaves the store as it is: held slots survive an agent restart, and the next agent derives what to release
-from the store and the kubelet's PodResources.
+backoff; a broken discovery stream, bad discoveryDetails or discoveryProperties that do not resolve (a required
+Secret missing, say) become a condition on the Configuration (a missing or vanished handler is retried when the
+node's handler registry changes, unresolvable properties when an object they read changes, never on a timer); a
+kubelet that is absent or restarts is noticed through kubelet.sock's identity, polled in real time (the kubelet is a
+real peer even under a fake clock), and every plugin registers again. Grace periods (slot release, offline
+Instances) run on the injected Clock. `stop` leaves the store as it is: held slots survive an agent restart, and the
+next agent derives what to release from the store and the kubelet's PodResources.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import grpc
 import grpc.aio
 
 from devplace import errors
-from devplace.agent import conditions, instances, releases, slots
+from devplace.agent import conditions, instances, properties, releases, slots
 from devplace.agent.caches import NodeCache
 from devplace.agent.plugins import ConfigurationPlugin, DevicePlugin, InstancePlugin
 from devplace.agent.releases import DeviceKey, HeldSlot, PodKey
@@ -82,9 +88,13 @@ class AgentConfig:
     registration_socket: Path | None = None
 
 
+Resolved = tuple[tuple[str, bytes], ...] | conditions.DiscoveryFailure
+"""The resolved discoveryProperties, sorted by name, or why they do not resolve."""
+
+
 @dataclass
 class _Discovery:
-    signature: tuple[str, str]
+    signature: tuple[str, str, Resolved]
     task: asyncio.Task[None]
 
 
@@ -219,7 +229,8 @@ class Agent:
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
         self._podresources_present = socket_identity(self.podresources_socket) is not None
         revisions: dict[str, int] = {}
-        for kind in ("Configuration", "Instance", "Pod"):
+        # Configurations first: the cache keeps only the ConfigMaps and Secrets they refer to
+        for kind in ("Configuration", "Instance", "Pod", *properties.SOURCE_KINDS):
             listing = await self.store.list(kind)
             self._cache.replace_all(kind, listing.items)
             revisions[kind] = listing.revision
@@ -327,6 +338,9 @@ class Agent:
             self._wake.set()
         elif kind == "Pod":
             self._pod_changed(key)
+        elif kind in properties.SOURCE_KINDS:
+            for configuration in self._cache.referrers((kind, *key)):
+                self._mark(configuration)
 
     def _instance_changed(self, key: Key) -> None:
         record = self._cache.instance(*key)
@@ -383,16 +397,44 @@ class Agent:
             self._waiting_for_handler.discard(key)
             return
         handler = cfg.spec.discovery_handler
-        signature = (handler.name, handler.discovery_details)
+        resolved: Resolved
+        try:
+            values = properties.resolve(handler.discovery_properties, key[0], self._cache.sources)
+            resolved = tuple(sorted(values.items()))
+        except errors.Invalid as e:
+            resolved = conditions.DiscoveryFailure(conditions.INVALID_PROPERTIES, e.message)
+        signature = (handler.name, handler.discovery_details, resolved)
         if run is not None and run.signature == signature:
             return
         if run is not None:
             run.task.cancel()
         self._waiting_for_handler.discard(key)
-        task = asyncio.create_task(self._discover(key, *signature), name=f"agent-discover-{key[0]}/{key[1]}")
+        name = f"agent-discover-{key[0]}/{key[1]}"
+        if isinstance(resolved, conditions.DiscoveryFailure):
+            # nothing to discover with: say why, and wait for an object the properties read to change
+            failure = resolved
+            task = self._busy_task(lambda: self._set_failure(key, failure), name)
+        else:
+            task = asyncio.create_task(
+                self._discover(key, handler.name, handler.discovery_details, dict(resolved)), name=name
+            )
         self._discovery[key] = _Discovery(signature, task)
 
-    async def _discover(self, key: Key, handler_name: str, details: str) -> None:
+    def _busy_task(self, make: Callable[[], Awaitable[None]], name: str) -> asyncio.Task[None]:
+        """Run `make()` in a task counted busy from this instant until it ends, even if cancelled before it starts."""
+        self._busy += 1
+
+        async def run() -> None:
+            await make()
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._busy -= 1
+
+        task = asyncio.create_task(run(), name=name)
+        task.add_done_callback(done)
+        return task
+
+    async def _discover(self, key: Key, handler_name: str, details: str, values: dict[str, bytes]) -> None:
         try:
             handler = self.handlers.get(handler_name)
         except errors.NotFound as e:
@@ -402,7 +444,7 @@ class Agent:
         failure: conditions.DiscoveryFailure
         try:
             first = True
-            async for devices in handler.discover(details):
+            async for devices in handler.discover(details, values):
                 self._devices[key] = list(devices)
                 self._device_maps[key] = {
                     instances.instance_name(key[1], d.id, self.node, d.shared): d for d in devices
@@ -469,7 +511,20 @@ class Agent:
                     keys = sorted(self._dirty)
                     self._dirty.clear()
                     for key in keys:
-                        self._sync_discovery(key)
+                        try:
+                            await self._cache.load_sources(key)  # store reads only for newly referenced objects
+                        except asyncio.CancelledError:
+                            raise
+                        except Exception as e:
+                            log.warning(
+                                "%s: reading the ConfigMaps and Secrets of %s/%s failed (%s); retrying",
+                                self.node,
+                                *key,
+                                e,
+                            )
+                            self._retry(key)
+                        else:
+                            self._sync_discovery(key)
                         try:
                             await self._reconcile(key)
                         except asyncio.CancelledError:

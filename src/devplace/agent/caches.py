@@ -1,4 +1,5 @@
-"""The agent's view of the store: Configurations and Instances (all namespaces), Pods bound to its node.
+"""The agent's view of the store: Configurations and Instances (all namespaces), Pods bound to its node, and the
+ConfigMaps and Secrets that Configurations' discoveryProperties refer to.
 
 Filled by the agent's watches and by the results of its own writes, whichever is newer by resourceVersion (store
 revisions are global and monotonic, so "newer" is well defined; deletions leave a tombstone so a late write result
@@ -10,6 +11,12 @@ else) and `remove_instance`: a compare-and-swap on the cached copy first (one st
 current, the common case for Allocate), then the store's read-decide-write loop on `Conflict`. The decision is re-run
 on every fresh copy, so it is always made on the state it overwrites.
 Listeners are called synchronously on every change, on the event loop, with the kind and key that changed.
+
+ConfigMaps and Secrets (`sources`): a cluster may hold many (and large) ones, a node needs the few its Configurations
+name, so only referenced objects are kept, and only their data (`data`, `binaryData`, `stringData`). An index
+(kind, namespace, name) -> Configuration keys says who refers to what (`referrers`). Events of other ConfigMaps and
+Secrets are dropped, so an object that becomes referenced may be unknown: `load_sources` reads it once; from then on
+the watch keeps it current. An object is "loaded" when the cache knows it, present or absent.
 
 Speed (Allocate is on the kubelet's pod admission path): `update_usage` decides on the parsed record, writes an object
 that shares everything but `spec.deviceUsage` with the cached one, and caches the result as that record with the new
@@ -25,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
-from devplace.agent import slots
+from devplace.agent import properties, slots
 from devplace.agent.instances import Delete, InstanceRecord
 from devplace.api import Configuration
 from devplace.store import Store, mutate
@@ -39,6 +46,8 @@ Decide = Callable[[dict[str, Any]], dict[str, Any] | None]
 DecideDelete = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
 DecideUsage = Callable[[InstanceRecord], slots.Usage | None]
 Listener = Callable[[str, Key], None]
+Source = properties.Source
+_SOURCE_SECTIONS = ("data", "binaryData", "stringData")
 
 _TOMBSTONES = 50_000
 
@@ -72,6 +81,18 @@ def _key(obj: Mapping[str, Any]) -> Key:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
+def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the property resolver reads of a ConfigMap or Secret: its data, and enough metadata to say which."""
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {
+        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
+    }
+    for section in _SOURCE_SECTIONS:
+        if section in obj:
+            out[section] = obj[section]
+    return out
+
+
 class NodeCache:
     def __init__(self, store: Store, node: str) -> None:
         self.store = store
@@ -80,7 +101,11 @@ class NodeCache:
         self.configuration_objs: dict[Key, dict[str, Any]] = {}
         self.instances: dict[Key, InstanceRecord] = {}
         self.pods: dict[Key, PodInfo] = {}
+        self.sources: dict[Source, dict[str, Any]] = {}
         self._by_configuration: dict[Key, set[str]] = {}
+        self._referrers: dict[Source, set[Key]] = {}
+        self._references: dict[Key, frozenset[Source]] = {}
+        self._loaded: set[Source] = set()
         self._revisions: dict[tuple[str, str, str], int] = {}
         self._tombstones: dict[tuple[str, str, str], int] = {}
         self.listeners: list[Listener] = []
@@ -102,6 +127,14 @@ class NodeCache:
     def configuration(self, namespace: str, name: str) -> Configuration | None:
         return self.configurations.get((namespace, name))
 
+    def referrers(self, source: Source) -> list[Key]:
+        """The Configurations whose discoveryProperties read `source` (a ConfigMap or Secret), sorted."""
+        return sorted(self._referrers.get(source, ()))
+
+    def unloaded(self, key: Key) -> list[Source]:
+        """The sources the Configuration `key` refers to that the cache does not know yet (neither seen nor absent)."""
+        return sorted(s for s in self._references.get(key, ()) if s not in self._loaded)
+
     # -- updates --------------------------------------------------------------------------------------------
 
     def _fresh(self, kind: str, key: Key, rv: int) -> bool:
@@ -111,8 +144,10 @@ class NodeCache:
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any], *, own: bool = False) -> None:
         """One watch event or write result (`own`: this agent's write; skips re-validation); older -> ignored."""
         key = _key(obj)
-        rv = _rv(obj)
         full = (kind, *key)
+        if kind in properties.SOURCE_KINDS and full not in self._referrers:
+            return  # no Configuration reads it: not kept
+        rv = _rv(obj)
         if not self._fresh(kind, key, rv):
             return
         if event_type == "DELETED":
@@ -139,12 +174,14 @@ class NodeCache:
             self._put_instance(key, record)
         elif kind == "Configuration":
             try:
-                self.configurations[key] = Configuration.from_obj(obj)
-                self.configuration_objs[key] = dict(obj)
-                self._invalid.pop((kind, *key), None)
+                configuration = Configuration.from_obj(obj)
             except errors.Invalid as e:
                 self._refuse(kind, key, e.message)
                 return
+            self.configurations[key] = configuration
+            self.configuration_objs[key] = dict(obj)
+            self._invalid.pop((kind, *key), None)
+            self._index(key, properties.references(configuration.spec.discovery_handler.discovery_properties, key[0]))
         elif kind == "Pod":
             spec = obj.get("spec") or {}
             if spec.get("nodeName") != self.node:
@@ -153,6 +190,29 @@ class NodeCache:
             meta = obj.get("metadata") or {}
             phase = (obj.get("status") or {}).get("phase") or "Pending"
             self.pods[key] = PodInfo(key[0], key[1], str(meta.get("uid") or ""), str(phase))
+        elif kind in properties.SOURCE_KINDS:
+            self.sources[(kind, *key)] = _slim(obj)
+            self._loaded.add((kind, *key))
+
+    def _index(self, key: Key, sources: frozenset[Source]) -> None:
+        """Record which sources the Configuration `key` reads; a source nobody reads any more is forgotten."""
+        old = self._references.get(key, frozenset())
+        if sources == old:
+            return
+        for source in old - sources:
+            readers = self._referrers.get(source, set())
+            readers.discard(key)
+            if not readers:
+                self._referrers.pop(source, None)
+                self.sources.pop(source, None)
+                self._loaded.discard(source)
+                self._revisions.pop(source, None)
+        for source in sources - old:
+            self._referrers.setdefault(source, set()).add(key)
+        if sources:
+            self._references[key] = sources
+        else:
+            self._references.pop(key, None)
 
     def _put_instance(self, key: Key, record: InstanceRecord) -> None:
         old = self.instances.get(key)
@@ -188,8 +248,13 @@ class NodeCache:
         elif kind == "Configuration":
             self.configurations.pop(key, None)
             self.configuration_objs.pop(key, None)
+            self._index(key, frozenset())
         elif kind == "Pod":
             self.pods.pop(key, None)
+        elif kind in properties.SOURCE_KINDS:
+            self.sources.pop((kind, *key), None)
+            if (kind, *key) in self._referrers:
+                self._loaded.add((kind, *key))  # known to be absent
 
     def replace_all(self, kind: str, items: list[dict[str, Any]]) -> set[Key]:
         """A relist: the cached objects of `kind` become exactly `items`; returns every key that changed or went."""
@@ -198,6 +263,10 @@ class NodeCache:
             current = set(self.instances)
         elif kind == "Configuration":
             current = set(self.configurations)
+        elif kind in properties.SOURCE_KINDS:
+            current = {(ns, name) for k, ns, name in self.sources if k == kind}
+            items = [obj for obj in items if (kind, *_key(obj)) in self._referrers]
+            self._loaded.update(s for s in self._referrers if s[0] == kind)  # what the listing lacks is absent
         else:
             current = set(self.pods)
         seen = {_key(obj) for obj in items}
@@ -215,6 +284,24 @@ class NodeCache:
             for listener in list(self.listeners):
                 listener(kind, key)
         return touched
+
+    async def load_sources(self, key: Key) -> None:
+        """Read the sources of Configuration `key` that the cache does not know yet (one store read each).
+
+        A read races with the watch harmlessly: a result older than what the watch delivered is ignored, and
+        `NotFound` only says "absent" for an object the watch has not shown since.
+        """
+        for source in self.unloaded(key):
+            kind, namespace, name = source
+            try:
+                obj = await self.store.get(kind, name, namespace)
+            except errors.NotFound:
+                if source in self._referrers:
+                    self._loaded.add(source)
+                continue
+            self.apply(kind, "MODIFIED", obj)
+            if source in self._referrers:
+                self._loaded.add(source)  # when the read was older than a deletion the watch showed: absent
 
     # -- writes (compare-and-swap) --------------------------------------------------------------------------
 

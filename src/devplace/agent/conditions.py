@@ -1,8 +1,9 @@
 """Per-node conditions on a Configuration's status: why discovery does not work on a node.
 
-Bad discoveryDetails, a handler that is not registered on the node, or a handler that went away must not crash the
-agent; they become `status.conditions` entries `{type: DiscoveryFailed, status: "True", reason, message, node}`,
-one per node (several agents write the same Configuration, each only its own entry, each by compare-and-swap).
+Bad discoveryDetails, discoveryProperties that do not resolve (a required Secret or key missing), a handler that is
+not registered on the node, or a handler that went away must not crash the agent; they become `status.conditions`
+entries `{type: DiscoveryFailed, status: "True", reason, message, node}`, one per node (several agents write the
+same Configuration, each only its own entry, each by compare-and-swap).
 A node whose discovery works again removes its entry. Pure: the agent applies `with_condition` inside `mutate`.
 """
 
@@ -18,12 +19,14 @@ __all__ = [
     "HANDLER_NOT_FOUND",
     "HANDLER_UNAVAILABLE",
     "INVALID_DETAILS",
+    "INVALID_PROPERTIES",
     "DiscoveryFailure",
     "with_condition",
 ]
 
 DISCOVERY_FAILED = "DiscoveryFailed"
 INVALID_DETAILS = "InvalidDiscoveryDetails"
+INVALID_PROPERTIES = "InvalidDiscoveryProperties"
 HANDLER_NOT_FOUND = "DiscoveryHandlerNotFound"
 HANDLER_UNAVAILABLE = "DiscoveryHandlerUnavailable"
 

@@ -8,7 +8,7 @@ from devplace.api.devices import Configuration, Instance, ResourceClass
 from devplace.api.manifests import Document, load_documents
 from devplace.api.meta import ObjectMeta, Resource
 from devplace.api.registry import KindInfo, kinds, lookup, normalize
-from devplace.api.workloads import ConfigMap, Deployment, Job, Node, Pod, Service
+from devplace.api.workloads import ConfigMap, Deployment, Job, Node, Pod, Secret, Service
 
 __all__ = [
     "ConfigMap",
@@ -23,6 +23,7 @@ __all__ = [
     "Pod",
     "Resource",
     "ResourceClass",
+    "Secret",
     "Service",
     "kinds",
     "load_documents",

@@ -3,6 +3,10 @@
 `akri.sh/v0` manifests validate unchanged; devplace's additions (`uniqueDevices`, `brokerStrategy`) are optional.
 Slot holders in `deviceUsage` stay strings on the wire (`""`, `"<node>"`, `"C:<vdev>:<node>"`); the agent parses them
 once at its boundary into typed holders.
+
+`discoveryProperties` are Akri's: each is a `value` or a `valueFrom` with exactly one of `secretKeyRef` /
+`configMapKeyRef` (`{name, key, namespace?, optional?}`); their shape is checked here, with field paths, and the node
+agent resolves them (`devplace.agent.properties`) into the bytes it sends to the discovery handler.
 """
 
 from __future__ import annotations
@@ -10,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from devplace import errors
-from devplace.api import selectors
+from devplace.api import names, selectors
 from devplace.api.meta import Model, Resource
 from devplace.api.registry import register
 
@@ -22,8 +26,11 @@ __all__ = [
     "Configuration",
     "ConfigurationSpec",
     "DiscoveryHandlerInfo",
+    "DiscoveryProperty",
+    "DiscoveryPropertySource",
     "Instance",
     "InstanceSpec",
+    "KeySelector",
     "ResourceClass",
 ]
 
@@ -33,10 +40,54 @@ MAX_DEVICE_ID = 63
 """The kubelet's limit on a device ID; slot IDs are `<configuration>-<6 hex>-<index>`."""
 
 
-class DiscoveryProperty(Model):
+class KeySelector(Model):
+    """One key of a Secret or ConfigMap; `namespace` defaults to the Configuration's, `optional` to false."""
+
     name: str
+    key: str = Field(min_length=1)
+    namespace: str | None = None
+    optional: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_dns1123(cls, value: str) -> str:
+        problem = names.dns1123_subdomain_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace_is_label(cls, value: str | None) -> str | None:
+        problem = None if value is None else names.dns1123_label_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+class DiscoveryPropertySource(Model):
+    secret_key_ref: KeySelector | None = None
+    config_map_key_ref: KeySelector | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> DiscoveryPropertySource:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("exactly one of secretKeyRef or configMapKeyRef must be set")
+        return self
+
+
+class DiscoveryProperty(Model):
+    """A property sent to the discovery handler: `value`, or `valueFrom` a Secret or ConfigMap (neither: empty)."""
+
+    name: str = Field(min_length=1)
     value: str | None = None
-    value_from: dict[str, Any] | None = None
+    value_from: DiscoveryPropertySource | None = None
+
+    @model_validator(mode="after")
+    def _not_both(self) -> DiscoveryProperty:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError("set value or valueFrom, not both")
+        return self
 
 
 class DiscoveryHandlerInfo(Model):

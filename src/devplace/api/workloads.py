@@ -1,13 +1,18 @@
-"""The subset of core Kubernetes kinds the parts use: Node, Pod, Service, ConfigMap, Job, Deployment.
+"""The subset of core Kubernetes kinds the parts use: Node, Pod, Service, ConfigMap, Secret, Job, Deployment.
 
 Only the fields devplace reads are typed; everything else a user writes is kept as-is (extra="allow"), so a real
 manifest round-trips through the store without losing fields. Resource amounts are checked wherever Kubernetes
 carries them (container requests/limits in a pod spec or pod template, a Node's capacity/allocatable): a quantity
-like `1K` is refused with its full field path, as the apiserver would.
+like `1K` is refused with its full field path, as the apiserver would. So is a value of a Secret's `data` or a
+ConfigMap's `binaryData` that is not base64 (the standard alphabet, padded), which is how Kubernetes carries bytes.
+Unlike the apiserver, the store keeps a Secret's `stringData` as written instead of merging it into `data`, so
+readers look in `data` first and then in `stringData`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -18,7 +23,25 @@ from devplace.api.meta import Resource
 from devplace.api.quantity import Quantity
 from devplace.api.registry import register
 
-__all__ = ["ConfigMap", "Deployment", "Job", "Node", "Pod", "Service"]
+__all__ = ["ConfigMap", "Deployment", "Job", "Node", "Pod", "Secret", "Service", "decode_base64"]
+
+
+def decode_base64(text: str) -> bytes:
+    """The bytes of a Kubernetes base64 value (standard alphabet, padded); `ValueError` saying why otherwise."""
+    if not text.isascii():
+        raise ValueError("must be base64 (standard alphabet, padded): non-ASCII character")
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as e:
+        raise ValueError(f"must be base64 (standard alphabet, padded): {e}") from None
+
+
+def _base64_problems(path: str, values: Mapping[str, str] | None) -> Iterator[errors.FieldError]:
+    for key, value in (values or {}).items():
+        try:
+            decode_base64(value)
+        except ValueError as e:
+            yield errors.FieldError(f"{path}.{key}", str(e))
 
 
 def _amount_problems(path: str, amounts: Any) -> Iterator[errors.FieldError]:
@@ -90,6 +113,26 @@ class ConfigMap(Resource):
     PLURAL: ClassVar[str] = "configmaps"
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
     data: dict[str, str] = Field(default_factory=dict)
+    binary_data: dict[str, str] | None = None
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        return _base64_problems("binaryData", self.binary_data)
+
+
+@register
+class Secret(Resource):
+    """`data` values are base64; `stringData` values are plain text (Kubernetes' write-only convenience)."""
+
+    model_config = ConfigDict(extra="allow")
+    KIND: ClassVar[str] = "Secret"
+    PLURAL: ClassVar[str] = "secrets"
+    GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
+    data: dict[str, str] = Field(default_factory=dict)
+    string_data: dict[str, str] | None = None
+    type: str = "Opaque"
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        return _base64_problems("data", self.data)
 
 
 @register

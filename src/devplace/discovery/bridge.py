@@ -2,8 +2,9 @@
 
 `RegistrationServer` serves `v0.Registration` on a unix socket (Akri: /var/lib/akri/agent-registration.sock). Each
 `RegisterDiscoveryHandler` puts an `ExternalHandler` into the node's `HandlerRegistry`, replacing one of the same name
-(a handler that restarted registers again). `ExternalHandler.discover` opens one `Discover` stream per call and
-converts every `DiscoverResponse` into a full `list[Device]`, stamping `shared` from the registration.
+(a handler that restarted registers again). `ExternalHandler.discover` opens one `Discover` stream per call, sending
+the discoveryDetails and the resolved discoveryProperties (`discovery_properties`, name -> ByteData), and converts
+every `DiscoverResponse` into a full `list[Device]`, stamping `shared` from the registration.
 
 Failure semantics (Akri's): `INVALID_ARGUMENT` from the handler means the discoveryDetails are bad and becomes
 `errors.Invalid` (the handler stays registered). Any other end of the stream (the process died, the socket is gone,

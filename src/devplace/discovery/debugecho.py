@@ -7,12 +7,12 @@ whose only property is `DEBUG_ECHO_DESCRIPTION=<description>`; no mounts, no dev
 Per-node OFFLINE switch, as in Akri: while the node's availability file contains `OFFLINE`, or while the `offline`
 property is true, the node reports no devices. Setting the property wakes every stream at once; the file is polled
 through the injected clock every `poll_interval` seconds (so tests advance a FakeClock instead of sleeping). A stream
-re-sends only when its list actually changes.
+re-sends only when its list actually changes. discoveryProperties are accepted and ignored (debugEcho needs none).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,10 @@ class DebugEchoHandler:
         except FileNotFoundError:
             return False
 
-    async def discover(self, details: str) -> AsyncGenerator[list[Device], None]:
+    async def discover(
+        self, details: str, properties: Mapping[str, bytes] | None = None
+    ) -> AsyncGenerator[list[Device], None]:
+        """The echo devices while online; `properties` are ignored (debugEcho takes no credentials)."""
         parsed = parse_details(details)
         last: list[Device] | None = None
         while True:

@@ -1,12 +1,16 @@
 """An external discovery handler process speaking Akri's protocol, for tests and for trying the bridge by hand.
 
     python -m devplace.discovery.echoserver --name NAME --socket-dir DIR --registration SOCKET \\
-        --devices a,b,c [--shared] [--devices-file PATH] [--poll SECONDS]
+        --devices a,b,c [--shared] [--devices-file PATH] [--poll SECONDS] [--echo-properties]
 
 It serves `v0.DiscoveryHandler` on `<DIR>/<NAME>.sock`, registers that endpoint with the agent's Registration socket
 (retrying until the agent answers), and streams its device list to every `Discover` call: each device has id = the
 name given and property `ECHO_DEVICE=<id>`. With `--devices-file`, the file (ids separated by commas or whitespace)
 is re-read every `--poll` seconds and replaces the list when it changes, so a test can change what is discovered.
+With `--echo-properties`, every device also carries each discoveryProperty of the request as
+`ECHO_PROPERTY_<name>=<value>` (UTF-8, undecodable bytes backslash-escaped), so a test can see what the agent sent.
+Real handlers keep credentials to themselves; this one puts them into device properties (and so into Instances and
+broker environments), which is why it is off by default.
 
 discoveryDetails: empty, or YAML `only: [ids]` to report just those ids; anything else is refused with
 INVALID_ARGUMENT naming the field. Like Akri's handlers, it registers again whenever a Discover stream is cancelled by
@@ -38,11 +42,20 @@ from devplace.discovery.signals import Signal
 from devplace.discovery.v0 import discovery_pb2 as v0
 from devplace.discovery.v0 import discovery_pb2_grpc as v0_grpc
 
-__all__ = ["ECHO_DEVICE", "EchoServer", "main", "parse_device_list", "parse_echo_details"]
+__all__ = [
+    "ECHO_DEVICE",
+    "ECHO_PROPERTY_PREFIX",
+    "EchoServer",
+    "echoed_properties",
+    "main",
+    "parse_device_list",
+    "parse_echo_details",
+]
 
 log = logging.getLogger(__name__)
 
 ECHO_DEVICE = "ECHO_DEVICE"
+ECHO_PROPERTY_PREFIX = "ECHO_PROPERTY_"
 
 
 def parse_device_list(text: str) -> list[str]:
@@ -62,6 +75,14 @@ def parse_echo_details(text: str) -> frozenset[str] | None:
     return frozenset(only)
 
 
+def echoed_properties(request: v0.DiscoverRequest) -> dict[str, str]:
+    """The request's discoveryProperties as device properties `ECHO_PROPERTY_<name>` (see the module docstring)."""
+    return {
+        f"{ECHO_PROPERTY_PREFIX}{name}": data.vec.decode("utf-8", "backslashreplace")
+        for name, data in sorted(request.discovery_properties.items())
+    }
+
+
 class EchoServer(v0_grpc.DiscoveryHandlerServicer):
     def __init__(
         self,
@@ -73,6 +94,7 @@ class EchoServer(v0_grpc.DiscoveryHandlerServicer):
         shared: bool = False,
         devices_file: Path | None = None,
         poll: float = 0.1,
+        echo_properties: bool = False,
     ) -> None:
         self.name = name
         self.socket_path = socket_dir / f"{name}.sock"
@@ -80,6 +102,7 @@ class EchoServer(v0_grpc.DiscoveryHandlerServicer):
         self.shared = shared
         self.devices_file = devices_file
         self.poll = poll
+        self.echo_properties = echo_properties
         self.devices = list(devices)
         self._changed = Signal()
         self._register_again = asyncio.Event()
@@ -91,19 +114,21 @@ class EchoServer(v0_grpc.DiscoveryHandlerServicer):
             only = parse_echo_details(request.discovery_details)
         except errors.Invalid as e:
             await abort(context, e)
+        extra = echoed_properties(request) if self.echo_properties else {}
         last: list[str] | None = None
         try:
             while True:
                 wake = self._changed.current()
                 current = [x for x in self.devices if only is None or x in only]
                 if current != last:
-                    devices = [Device(id=x, properties={ECHO_DEVICE: x}, shared=self.shared) for x in current]
+                    devices = [Device(id=x, properties={ECHO_DEVICE: x, **extra}, shared=self.shared) for x in current]
                     yield v0.DiscoverResponse(devices=[device_to_proto(x) for x in devices])
                     last = current
                 await wake.wait()
-        except asyncio.CancelledError:
-            self._register_again.set()  # the agent went away or stopped asking; it may have restarted
-            raise
+        finally:
+            # The agent went away or stopped asking; it may have restarted. `finally`, not `except CancelledError`:
+            # a stream cancelled while its last response is being written is closed at the `yield` (GeneratorExit).
+            self._register_again.set()
 
     async def register(self) -> None:
         """Register with the agent, retrying with backoff until it answers."""
@@ -172,6 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--devices-file", type=Path, help="re-read this file for the device list")
     parser.add_argument("--poll", type=float, default=0.1, help="seconds between reads of --devices-file")
     parser.add_argument("--shared", action="store_true", help="register as a handler of shared devices")
+    parser.add_argument(
+        "--echo-properties",
+        action="store_true",
+        help="report each received discoveryProperty as device property ECHO_PROPERTY_<name> (tests only)",
+    )
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="echoserver %(levelname)s %(message)s", stream=sys.stderr)
     server = EchoServer(
@@ -182,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shared=ns.shared,
         devices_file=ns.devices_file,
         poll=ns.poll,
+        echo_properties=ns.echo_properties,
     )
 
     async def run() -> None:

@@ -1,10 +1,11 @@
 """Discovery handlers and the per-node registry that finds them by name.
 
-A handler turns a Configuration's `discoveryDetails` (a YAML string the handler parses) into an async stream of the
-*full current device list*: one list on start and one on every change (consumers replace, never merge). Bad details
-raise `errors.Invalid` from the stream before anything is yielded, so the agent can put a condition on the
-Configuration instead of crashing. A stream may end with `errors.Unavailable` (an external handler went away); the
-agent then waits for `HandlerRegistry.changed` and asks again.
+A handler turns a Configuration's `discoveryDetails` (a YAML string the handler parses) and its resolved
+`discoveryProperties` (name -> bytes, e.g. credentials; Akri's `DiscoverRequest.discovery_properties`) into an async
+stream of the *full current device list*: one list on start and one on every change (consumers replace, never
+merge). Bad details raise `errors.Invalid` from the stream before anything is yielded, so the agent can put a
+condition on the Configuration instead of crashing. A stream may end with `errors.Unavailable` (an external handler
+went away); the agent then waits for `HandlerRegistry.changed` and asks again.
 
 The registry is per node and lives on one event loop; `add` replaces a handler of the same name (an external handler
 re-registering after a restart), and every add or remove wakes `changed()` waiters.
@@ -12,7 +13,7 @@ re-registering after a restart), and every add or remove wakes `changed()` waite
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
 from devplace import errors
@@ -25,9 +26,13 @@ __all__ = ["DiscoveryHandler", "HandlerRegistry"]
 class DiscoveryHandler(Protocol):
     name: str
 
-    def discover(self, details: str) -> AsyncGenerator[list[Device], None]:
+    def discover(
+        self, details: str, properties: Mapping[str, bytes] | None = None
+    ) -> AsyncGenerator[list[Device], None]:
         """Yield the full current device list on start and on every change; raise `errors.Invalid` for bad details
-        before yielding anything. The consumer stops a stream with `aclose`, so implementations are async generators."""
+        before yielding anything. `properties` are the Configuration's resolved discoveryProperties (None or empty:
+        none); a handler that has no use for them ignores them. The consumer stops a stream with `aclose`, so
+        implementations are async generators."""
         ...
 
 

@@ -6,7 +6,8 @@ shared device, e.g. a network camera). `devplace.sim` drives it (plug, unplug) a
 
 `sim` discoveryDetails: YAML with optional `kind: <value>` (report only devices whose property `kind` equals it;
 absent = all) and `shared: true|false` (default true; stamped on every reported device). Bad details raise
-`errors.Invalid` from the stream before it yields.
+`errors.Invalid` from the stream before it yields. discoveryProperties are accepted and ignored (simulated devices
+need no credentials).
 """
 
 from __future__ import annotations
@@ -123,7 +124,10 @@ class SimHandler:
         self.world = world
         self.node = node
 
-    async def discover(self, details: str) -> AsyncGenerator[list[Device], None]:
+    async def discover(
+        self, details: str, properties: Mapping[str, bytes] | None = None
+    ) -> AsyncGenerator[list[Device], None]:
+        """The node's devices the details select; `properties` are ignored."""
         parsed = parse_sim_details(details)
         signal = self.world.signal(self.node)
         last: list[Device] | None = None
