@@ -762,3 +762,106 @@ async def test_an_external_handler_process_is_sent_the_properties_read_from_a_se
         }
     finally:
         await stop_child(proc)
+
+
+# -- resource-name clashes ----------------------------------------------------------------------------------
+
+
+def echo_cams(namespace: str, descriptions: str = "[foo0, foo1]") -> dict[str, Any]:
+    """Configuration `<namespace>/cams` on debugEcho: the same devices, so the same Instance names, in any namespace."""
+    cfg = configuration(handler="debugEcho", details=f"descriptions: {descriptions}")
+    cfg["metadata"]["namespace"] = namespace
+    return cfg
+
+
+def conflicts(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in (cfg.get("status") or {}).get("conditions") or [] if c["type"] == "ResourceNameConflict"]
+
+
+def registration_counts(kubelet: MiniKubelet) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for registration in kubelet.registrations:
+        counts[registration.resource_name] = counts.get(registration.resource_name, 0) + 1
+    return counts
+
+
+CAMS_TAKEN = "resource devplace.io/cams is served for Configuration a/cams (created first); rename this Configuration"
+
+
+async def test_two_configurations_with_one_name_are_served_only_for_the_one_created_first(nodes: Nodes) -> None:
+    await nodes.store.create(echo_cams("a"))
+    await nodes.clock.advance(1.0)
+    await nodes.store.create(echo_cams("b"))
+    await nodes.add("node-a")
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    foo0, foo1 = name_of("foo0"), name_of("foo1")
+    resources = {f"{PREFIX}/cams": "cams", f"{PREFIX}/{foo0}": foo0, f"{PREFIX}/{foo1}": foo1}
+    # discovery is untouched: both namespaces have their Instances on the node
+    assert sorted((i["metadata"]["namespace"], i["metadata"]["name"]) for i in await instance_list(nodes.store)) == [
+        ("a", foo0),
+        ("a", foo1),
+        ("b", foo0),
+        ("b", foo1),
+    ]
+    # ...but the kubelet is offered each name once, by a/cams's plugins, and b/cams's sockets are not served
+    assert registration_counts(kubelet) == dict.fromkeys(resources, 1)
+    assert kubelet.endpoints == {
+        f"{PREFIX}/cams": "dp-cl-a_cams.sock",
+        f"{PREFIX}/{foo0}": f"dp-il-a_{foo0}.sock",
+        f"{PREFIX}/{foo1}": f"dp-il-a_{foo1}.sock",
+    }
+    assert sorted(p.name for p in kubelet.plugin_dir.glob("dp-*.sock")) == sorted(kubelet.endpoints.values())
+    a = await nodes.store.get("Configuration", "cams", "a")
+    b = await nodes.store.get("Configuration", "cams", "b")
+    assert "conditions" not in (a.get("status") or {})
+    [condition] = b["status"]["conditions"]
+    assert {k: v for k, v in condition.items() if k != "lastTransitionTime"} == {
+        "type": "ResourceNameConflict",
+        "status": "True",
+        "reason": "ResourceNameTaken",
+        "message": CAMS_TAKEN,
+        "node": "node-a",
+    }
+    written = b["metadata"]["resourceVersion"]
+    await nodes.advance(30.0)
+    assert (await nodes.store.get("Configuration", "cams", "b"))["metadata"]["resourceVersion"] == written
+
+    await nodes.store.delete("Configuration", "cams", "a")
+    await nodes.settle()
+    assert registration_counts(kubelet) == dict.fromkeys(resources, 2)
+    assert kubelet.endpoints == {
+        f"{PREFIX}/cams": "dp-cl-b_cams.sock",
+        f"{PREFIX}/{foo0}": f"dp-il-b_{foo0}.sock",
+        f"{PREFIX}/{foo1}": f"dp-il-b_{foo1}.sock",
+    }
+    assert sorted(p.name for p in kubelet.plugin_dir.glob("dp-*.sock")) == sorted(kubelet.endpoints.values())
+    b = await nodes.store.get("Configuration", "cams", "b")
+    assert "conditions" not in (b.get("status") or {})
+    cl = kubelet.client(f"{PREFIX}/cams")
+    await cl.watch()
+    assert cl.latest == {foo0: "Healthy", foo1: "Healthy"}
+    await cl.close()
+
+
+async def test_a_senior_configuration_whose_devices_appear_takes_the_name_from_a_junior_one(nodes: Nodes) -> None:
+    await nodes.store.create(echo_cams("a", descriptions="[]"))
+    await nodes.clock.advance(1.0)
+    await nodes.store.create(echo_cams("b"))
+    await nodes.add("node-a")
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    # a/cams has no device on this node, so it clashes with nothing here
+    assert kubelet.endpoints[f"{PREFIX}/cams"] == "dp-cl-b_cams.sock"
+    assert conflicts(await nodes.store.get("Configuration", "cams", "b")) == []
+
+    a = await nodes.store.get("Configuration", "cams", "a")
+    a["spec"]["discoveryHandler"]["discoveryDetails"] = "descriptions: [foo0]"
+    await nodes.store.update(a)
+    await nodes.settle()
+    foo0 = name_of("foo0")
+    assert kubelet.endpoints[f"{PREFIX}/cams"] == "dp-cl-a_cams.sock"
+    assert kubelet.endpoints[f"{PREFIX}/{foo0}"] == f"dp-il-a_{foo0}.sock"
+    # b/cams serves nothing, not even foo1, which a/cams does not have
+    assert sorted(p.name for p in kubelet.plugin_dir.glob("dp-*.sock")) == ["dp-cl-a_cams.sock", f"dp-il-a_{foo0}.sock"]
+    assert [c["message"] for c in conflicts(await nodes.store.get("Configuration", "cams", "b"))] == [CAMS_TAKEN]

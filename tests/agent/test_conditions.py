@@ -1,4 +1,4 @@
-"""Per-node DiscoveryFailed conditions on a Configuration."""
+"""Per-node conditions on a Configuration: DiscoveryFailed and ResourceNameConflict."""
 
 from __future__ import annotations
 
@@ -57,3 +57,20 @@ def test_clearing_when_there_is_nothing_writes_nothing_and_other_conditions_stay
     out = conditions.with_condition(cfg({"conditions": [other]}), "node-a", BAD, T0)
     assert out is not None
     assert out["status"]["conditions"][0] == other
+
+
+def test_each_condition_type_is_its_own_entry_so_two_writers_never_overwrite_each_other() -> None:
+    taken = DiscoveryFailure(conditions.RESOURCE_NAME_TAKEN, "resource devplace.io/cams is served for a/cams")
+    failed = conditions.with_condition(cfg(), "node-a", BAD, T0)
+    assert failed is not None
+    both = conditions.with_condition(failed, "node-a", taken, T1, conditions.RESOURCE_NAME_CONFLICT)
+    assert both is not None
+    assert [(c["type"], c["reason"]) for c in both["status"]["conditions"]] == [
+        ("DiscoveryFailed", "InvalidDiscoveryDetails"),
+        ("ResourceNameConflict", "ResourceNameTaken"),
+    ]
+    assert conditions.with_condition(both, "node-a", BAD, T1) is None
+    assert conditions.with_condition(both, "node-a", taken, T1, conditions.RESOURCE_NAME_CONFLICT) is None
+    cleared = conditions.with_condition(both, "node-a", None, T1, conditions.RESOURCE_NAME_CONFLICT)
+    assert cleared is not None
+    assert [c["type"] for c in cleared["status"]["conditions"]] == ["DiscoveryFailed"]

@@ -5,7 +5,9 @@ the ConfigMaps and Secrets that discoveryProperties read into a `NodeCache`, run
 Configuration, and keeps, by compare-and-swap only:
 - the Instances of what it discovers (`instances.plan`: create, join, leave, resize, expire),
 - one IL plugin per Instance listing this node and one CL plugin per Configuration with a visible Instance
-  (`plugins`, served and registered by `servers`),
+  (`plugins`, served and registered by `servers`), except where resource names clash (`clashes`: the senior
+  Configuration is served; one that loses serves nothing here and gets this node's ResourceNameConflict condition,
+  cleared when the clash goes away),
 - this node's slots released when their pods go (`releases`).
 
 Concurrency: everything runs on one event loop. Watch events and write results update the cache synchronously
@@ -40,7 +42,7 @@ import contextlib
 import functools
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,10 +51,10 @@ import grpc
 import grpc.aio
 
 from devplace import errors
-from devplace.agent import conditions, instances, properties, releases, slots
+from devplace.agent import clashes, conditions, instances, properties, releases, slots
 from devplace.agent.caches import NodeCache
 from devplace.agent.plugins import ConfigurationPlugin, DevicePlugin, InstancePlugin
-from devplace.agent.releases import DeviceKey, HeldSlot, PodKey
+from devplace.agent.releases import DeviceKey, HeldSlot, PodKey, resource_name
 from devplace.agent.servers import PluginServer, endpoint_name, socket_identity
 from devplace.clocks import Clock
 from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR
@@ -128,8 +130,11 @@ class Agent:
         # plugins
         self._servers: dict[PluginKey, PluginServer] = {}
         self._unregistered: dict[PluginKey, float] = {}
+        self._registering: set[PluginKey] = set()
         self._register_failures: dict[PluginKey, int] = {}
         self._kubelet_identity: tuple[int, int] | None = None
+        self._conflicts: dict[Key, str] = {}
+        self._conflict_writers: set[Key] = set()
         # release
         self._seq = itertools.count(1)
         self._pod_devices: dict[PodKey, tuple[frozenset[DeviceKey], int]] = {}
@@ -634,29 +639,86 @@ class Agent:
     # -- plugins --------------------------------------------------------------------------------------------
 
     async def _sync_plugins(self) -> None:
-        wanted: dict[PluginKey, DevicePlugin] = {}
+        """Run exactly the plugins the node wants and `clashes.resolve` allows; say why the others are withheld."""
+        wanted: dict[PluginKey, clashes.Wanted] = {}
         prefix = self.config.resource_prefix
         configurations: set[Key] = set()
         for key in sorted(self._visible):
             record = self._cache.instance(*key)
             if record is None:
                 continue
-            if ("il", *key) not in self._servers:
-                wanted[("il", *key)] = InstancePlugin(self, key[0], key[1], prefix)
-            else:
-                wanted[("il", *key)] = self._servers[("il", *key)].plugin
-            configurations.add((key[0], record.configuration))
+            cfg_key = (key[0], record.configuration)
+            wanted[("il", *key)] = clashes.Wanted(("il", *key), resource_name(prefix, key[1]), self._owner(cfg_key))
+            configurations.add(cfg_key)
         for cfg_key in sorted(configurations):
             if self._cache.configuration(*cfg_key) is None:
                 continue
-            existing = self._servers.get(("cl", *cfg_key))
-            wanted[("cl", *cfg_key)] = (
-                existing.plugin if existing else ConfigurationPlugin(self, cfg_key[0], cfg_key[1], prefix)
+            wanted[("cl", *cfg_key)] = clashes.Wanted(
+                ("cl", *cfg_key), resource_name(prefix, cfg_key[1]), self._owner(cfg_key)
             )
-        stale = [k for k in self._servers if k not in wanted]
-        fresh = [k for k in wanted if k not in self._servers]
+        outcome = clashes.resolve(wanted.values())
+        self._set_conflicts(outcome.withheld)
+        served = outcome.served
+        stale = [k for k in self._servers if k not in served]
+        fresh = [k for k in sorted(served) if k not in self._servers]
+        # losers first: the kubelet keeps one endpoint per resource name, the winner's must be the one it keeps
         await asyncio.gather(*(self._stop_plugin(k) for k in stale))
-        await _bounded([functools.partial(self._start_plugin, k, wanted[k]) for k in fresh], _CREATE_CONCURRENCY)
+        await _bounded(
+            [functools.partial(self._start_plugin, k, self._new_plugin(k)) for k in fresh], _CREATE_CONCURRENCY
+        )
+
+    def _owner(self, key: Key) -> clashes.Owner:
+        """The identity `clashes` ranks a Configuration by (unknown when it is gone: it then ranks last)."""
+        cfg = self._cache.configuration(*key)
+        if cfg is None:
+            return clashes.Owner(*key)
+        meta = cfg.metadata
+        return clashes.Owner(key[0], key[1], meta.creation_timestamp or "", meta.uid or "")
+
+    def _new_plugin(self, key: PluginKey) -> DevicePlugin:
+        kind, namespace, name = key
+        prefix = self.config.resource_prefix
+        if kind == "il":
+            return InstancePlugin(self, namespace, name, prefix)
+        return ConfigurationPlugin(self, namespace, name, prefix)
+
+    def _set_conflicts(self, withheld: Mapping[Key, str]) -> None:
+        """Make this node's ResourceNameConflict conditions say `withheld` (written only where they differ)."""
+        self._conflicts = dict(withheld)
+        now = instances.timestamp(self.clock.now())
+        for key, cached in self._cache.configuration_objs.items():
+            if key in self._conflict_writers:
+                continue  # the running writer reads `_conflicts` again before each write
+            if self._conflict_update(cached, now) is not None:
+                self._conflict_writers.add(key)
+                self._spawn(functools.partial(self._write_conflict, key), f"agent-conflict-{key[0]}/{key[1]}")
+
+    def _conflict_update(self, obj: Mapping[str, Any], now: str) -> dict[str, Any] | None:
+        """`obj` (a Configuration) with this node's ResourceNameConflict condition as `_conflicts` says, or None."""
+        meta = obj.get("metadata") or {}
+        message = self._conflicts.get((meta.get("namespace") or "", meta.get("name") or ""))
+        failure = None if message is None else conditions.Failure(conditions.RESOURCE_NAME_TAKEN, message)
+        return conditions.with_condition(obj, self.node, failure, now, conditions.RESOURCE_NAME_CONFLICT)
+
+    async def _write_conflict(self, key: Key) -> None:
+        """Write `key`'s condition by CAS until the stored one matches `_conflicts` (which may change meanwhile)."""
+        try:
+            while True:
+                cached = self._cache.configuration_objs.get(key)
+                now = instances.timestamp(self.clock.now())
+                if cached is None or self._conflict_update(cached, now) is None:
+                    return
+                decide = functools.partial(self._conflict_update, now=now)
+                try:
+                    stored = await mutate(self.store, "Configuration", key[1], key[0], decide)
+                except errors.NotFound:
+                    return
+                except errors.DevplaceError as e:
+                    log.warning("%s: could not write the conflict condition of %s/%s: %s", self.node, *key, e.message)
+                    return
+                self._cache.apply("Configuration", "MODIFIED", stored)
+        finally:
+            self._conflict_writers.discard(key)
 
     async def _start_plugin(self, key: PluginKey, plugin: DevicePlugin) -> None:
         kind, namespace, name = key
@@ -678,6 +740,7 @@ class Agent:
         if server is None:
             self._unregistered.pop(key, None)
             return
+        self._registering.add(key)
         try:
             await server.register(self.kubelet_socket, REGISTER_TIMEOUT)
         except errors.DevplaceError as e:
@@ -695,12 +758,18 @@ class Agent:
             log.info("%s: registering %s failed: %s", self.node, server.resource_name, e.message)
             self._unregistered[key] = asyncio.get_running_loop().time() + min(0.05 * 2**failures, 2.0)
             return
+        finally:
+            self._registering.discard(key)
         self._unregistered.pop(key, None)
         self._register_failures.pop(key, None)
 
-    def _registration_due(self) -> bool:
+    def _due_registrations(self) -> list[PluginKey]:
+        """Unregistered plugins whose (re)try is due; one being registered now is not (it would register twice)."""
         now = asyncio.get_running_loop().time()
-        return any(due <= now for due in self._unregistered.values())
+        return [k for k, at in self._unregistered.items() if at <= now and k not in self._registering]
+
+    def _registration_due(self) -> bool:
+        return bool(self._due_registrations())
 
     async def _kubelet_loop(self) -> None:
         while True:
@@ -712,8 +781,7 @@ class Agent:
                     with self.working():
                         await self._kubelet_restarted()
             elif identity is not None and self._unregistered and self._registration_due():
-                now = asyncio.get_running_loop().time()
-                due = [k for k, at in self._unregistered.items() if at <= now]
+                due = self._due_registrations()
                 with self.working():
                     await asyncio.gather(*(self._register(k) for k in due))
             await asyncio.sleep(KUBELET_POLL)

@@ -1,10 +1,14 @@
-"""Per-node conditions on a Configuration's status: why discovery does not work on a node.
+"""Per-node conditions on a Configuration's status: why it does not work, or is not served, on a node.
 
-Bad discoveryDetails, discoveryProperties that do not resolve (a required Secret or key missing), a handler that is
-not registered on the node, or a handler that went away must not crash the agent; they become `status.conditions`
-entries `{type: DiscoveryFailed, status: "True", reason, message, node}`, one per node (several agents write the
-same Configuration, each only its own entry, each by compare-and-swap).
-A node whose discovery works again removes its entry. Pure: the agent applies `with_condition` inside `mutate`.
+Two condition types, each entry `{type, status: "True", reason, message, node, lastTransitionTime}`, one per
+(type, node): several agents write the same Configuration, each only its own entries, each by compare-and-swap.
+- `DiscoveryFailed`: bad discoveryDetails, discoveryProperties that do not resolve (a required Secret or key
+  missing), a handler that is not registered on the node, or a handler that went away must not crash the agent; they
+  become this entry. A node whose discovery works again removes it. Written by the discovery side of the agent only.
+- `ResourceNameConflict`: the Configuration lost a resource-name clash on the node (`clashes`) and serves nothing
+  there. Removed when the clash goes away. Written by the plugin side of the agent only: a separate type, so the two
+  writers never overwrite each other's entry (one entry with two writers would flap).
+Pure: the agent applies `with_condition` inside `mutate`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ __all__ = [
     "HANDLER_UNAVAILABLE",
     "INVALID_DETAILS",
     "INVALID_PROPERTIES",
+    "RESOURCE_NAME_CONFLICT",
+    "RESOURCE_NAME_TAKEN",
     "DiscoveryFailure",
+    "Failure",
     "with_condition",
 ]
 
@@ -30,25 +37,40 @@ INVALID_PROPERTIES = "InvalidDiscoveryProperties"
 HANDLER_NOT_FOUND = "DiscoveryHandlerNotFound"
 HANDLER_UNAVAILABLE = "DiscoveryHandlerUnavailable"
 
+RESOURCE_NAME_CONFLICT = "ResourceNameConflict"
+RESOURCE_NAME_TAKEN = "ResourceNameTaken"
+"""The reason of a ResourceNameConflict entry: a resource name is served for a senior Configuration."""
+
 
 @dataclass(frozen=True)
-class DiscoveryFailure:
+class Failure:
+    """Why a condition holds on a node: its reason (CamelCase) and a message for people."""
+
     reason: str
     message: str
 
 
+DiscoveryFailure = Failure
+"""The name discovery's callers use (the shape is the same for every condition type)."""
+
+
 def with_condition(
-    obj: Mapping[str, Any], node: str, failure: DiscoveryFailure | None, now: str
+    obj: Mapping[str, Any], node: str, failure: Failure | None, now: str, condition_type: str = DISCOVERY_FAILED
 ) -> dict[str, Any] | None:
-    """`obj` (a Configuration) with this node's DiscoveryFailed condition set to `failure` (None: removed).
+    """`obj` (a Configuration) with this node's `condition_type` condition set to `failure` (None: removed).
 
     Returns None when the stored condition already says the same, so an unchanged state is never rewritten.
     `now` (RFC 3339) becomes `lastTransitionTime` only when the condition is new or changes.
+    Entries of other types or other nodes are kept as they are.
     """
     status = dict(obj.get("status") or {})
     conditions = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
-    mine = [c for c in conditions if c.get("type") == DISCOVERY_FAILED and c.get("node") == node]
-    others = [c for c in conditions if not (c.get("type") == DISCOVERY_FAILED and c.get("node") == node)]
+
+    def is_mine(c: Mapping[str, Any]) -> bool:
+        return c.get("type") == condition_type and c.get("node") == node
+
+    mine = [c for c in conditions if is_mine(c)]
+    others = [c for c in conditions if not is_mine(c)]
     if failure is None:
         if not mine:
             return None
@@ -58,7 +80,7 @@ def with_condition(
         if current and current.get("reason") == failure.reason and current.get("message") == failure.message:
             return None
         entry = {
-            "type": DISCOVERY_FAILED,
+            "type": condition_type,
             "status": "True",
             "reason": failure.reason,
             "message": failure.message,
