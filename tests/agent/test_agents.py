@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -687,6 +688,25 @@ async def test_an_agent_restart_keeps_held_slots_and_still_releases(nodes: Nodes
 # -- external discovery handlers ----------------------------------------------------------------------------
 
 
+async def echo_process(root: Path, registration: Path, *args: str) -> asyncio.subprocess.Process:
+    """An external discovery handler process `echo` registering with the agent's socket (stop it with stop_child)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "devplace.discovery.echoserver",
+        "--name",
+        "echo",
+        "--socket-dir",
+        str(root),
+        "--registration",
+        str(registration),
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
 async def test_an_external_handler_registering_on_the_agents_socket_discovers_devices(nodes: Nodes) -> None:
     registration = nodes.root / "reg.sock"
     await nodes.add("node-a", registration_socket=registration)
@@ -694,21 +714,7 @@ async def test_an_external_handler_registering_on_the_agents_socket_discovers_de
     await nodes.settle()
     cfg = await nodes.store.get("Configuration", "cams", "default")
     assert cfg["status"]["conditions"][0]["reason"] == "DiscoveryHandlerNotFound"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "devplace.discovery.echoserver",
-        "--name",
-        "echo",
-        "--socket-dir",
-        str(nodes.root),
-        "--registration",
-        str(registration),
-        "--devices",
-        "ext-1,ext-2",
-        "--shared",
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await echo_process(nodes.root, registration, "--devices", "ext-1,ext-2", "--shared")
     try:
 
         async def two_instances() -> bool:
@@ -734,23 +740,7 @@ async def test_an_external_handler_process_is_sent_the_properties_read_from_a_se
     await nodes.store.create(secret("onvif-auth", {"username": b"admin"}))
     props = [{"name": "REALM", "value": "lab"}, from_secret("USERNAME", "username")]
     await nodes.store.create(configuration(handler="echo", discovery_properties=props))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "devplace.discovery.echoserver",
-        "--name",
-        "echo",
-        "--socket-dir",
-        str(nodes.root),
-        "--registration",
-        str(registration),
-        "--devices",
-        "ext-1",
-        "--echo-properties",
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await echo_process(nodes.root, registration, "--devices", "ext-1", "--echo-properties")
     try:
         await eventually(lambda: bool(agent.cache.instances), "the Instance of ext-1", timeout=30.0)
         await nodes.settle()

@@ -480,20 +480,22 @@ class Agent:
         if conditions.with_condition(cached, self.node, failure, now) is None:
             return
         with self.working():
-            try:
-                stored = await mutate(
-                    self.store,
-                    "Configuration",
-                    key[1],
-                    key[0],
-                    lambda obj: conditions.with_condition(obj, self.node, failure, now),
-                )
-            except errors.NotFound:
-                return
-            except errors.DevplaceError as e:
-                log.warning("%s: could not write the discovery condition of %s/%s: %s", self.node, *key, e.message)
-                return
-            self._cache.apply("Configuration", "MODIFIED", stored)
+            await self._write_condition(
+                key, lambda obj: conditions.with_condition(obj, self.node, failure, now), "discovery"
+            )
+
+    async def _write_condition(self, key: Key, decide: Callable[[dict[str, Any]], Any], what: str) -> bool:
+        """CAS a condition change into Configuration `key` and cache the result; False if it could not be written
+        (the Configuration is gone, or the store failed: logged, the next change of state tries again)."""
+        try:
+            stored = await mutate(self.store, "Configuration", key[1], key[0], decide)
+        except errors.NotFound:
+            return False
+        except errors.DevplaceError as e:
+            log.warning("%s: could not write the %s condition of %s/%s: %s", self.node, what, *key, e.message)
+            return False
+        self._cache.apply("Configuration", "MODIFIED", stored)
+        return True
 
     async def _handlers_loop(self) -> None:
         while True:
@@ -708,15 +710,8 @@ class Agent:
                 now = instances.timestamp(self.clock.now())
                 if cached is None or self._conflict_update(cached, now) is None:
                     return
-                decide = functools.partial(self._conflict_update, now=now)
-                try:
-                    stored = await mutate(self.store, "Configuration", key[1], key[0], decide)
-                except errors.NotFound:
+                if not await self._write_condition(key, functools.partial(self._conflict_update, now=now), "conflict"):
                     return
-                except errors.DevplaceError as e:
-                    log.warning("%s: could not write the conflict condition of %s/%s: %s", self.node, *key, e.message)
-                    return
-                self._cache.apply("Configuration", "MODIFIED", stored)
         finally:
             self._conflict_writers.discard(key)
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from devplace import errors
-from devplace.api import names, selectors
-from devplace.api.meta import Model, Resource
+from devplace.api import selectors
+from devplace.api.meta import DnsLabel, DnsSubdomain, Model, Resource
 from devplace.api.registry import register
 
 __all__ = [
@@ -43,26 +43,10 @@ MAX_DEVICE_ID = 63
 class KeySelector(Model):
     """One key of a Secret or ConfigMap; `namespace` defaults to the Configuration's, `optional` to false."""
 
-    name: str
+    name: DnsSubdomain
     key: str = Field(min_length=1)
-    namespace: str | None = None
+    namespace: DnsLabel | None = None
     optional: bool | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name_is_dns1123(cls, value: str) -> str:
-        problem = names.dns1123_subdomain_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace_is_label(cls, value: str | None) -> str | None:
-        problem = None if value is None else names.dns1123_label_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 class DiscoveryPropertySource(Model):

@@ -9,16 +9,25 @@ field and the reason, never a stack trace.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from devplace import errors
 from devplace.api import names
 
-__all__ = ["Model", "ObjectMeta", "OwnerReference", "Resource", "field_path", "invalid_from"]
+__all__ = [
+    "DnsLabel",
+    "DnsSubdomain",
+    "Model",
+    "ObjectMeta",
+    "OwnerReference",
+    "Resource",
+    "field_path",
+    "invalid_from",
+]
 
 
 class Model(BaseModel):
@@ -46,10 +55,23 @@ class OwnerReference(Model):
     block_owner_deletion: bool | None = None
 
 
+def _checked(problem: str | None, value: str) -> str:
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+DnsSubdomain = Annotated[str, AfterValidator(lambda v: _checked(names.dns1123_subdomain_problem(v), v))]
+"""An object name: a DNS-1123 subdomain (a field of this type reports why a value is not one)."""
+
+DnsLabel = Annotated[str, AfterValidator(lambda v: _checked(names.dns1123_label_problem(v), v))]
+"""A namespace: a DNS-1123 label."""
+
+
 class ObjectMeta(Model):
     model_config = ConfigDict(extra="allow")
 
-    name: str
+    name: DnsSubdomain
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -61,23 +83,10 @@ class ObjectMeta(Model):
     owner_references: list[OwnerReference] = Field(default_factory=list)
     finalizers: list[str] = Field(default_factory=list)
 
-    @field_validator("name")
-    @classmethod
-    def _name_is_dns1123(cls, value: str) -> str:
-        problem = names.dns1123_subdomain_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
     @field_validator("namespace")
     @classmethod
     def _namespace_is_label(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return value
-        problem = names.dns1123_label_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+        return value if not value else _checked(names.dns1123_label_problem(value), value)  # "": not namespaced
 
     @field_validator("labels")
     @classmethod
