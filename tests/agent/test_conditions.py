@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from devplace.agent import conditions
-from devplace.agent.conditions import DiscoveryFailure
+from devplace.agent.conditions import Failure
 
-BAD = DiscoveryFailure(conditions.INVALID_DETAILS, "descriptions: required")
+BAD = Failure(conditions.INVALID_DETAILS, "descriptions: required")
 T0 = "2026-01-01T00:00:00.000000Z"
 T1 = "2026-01-01T00:01:00.000000Z"
 
@@ -43,7 +43,7 @@ def test_the_same_failure_again_writes_nothing() -> None:
 def test_each_node_owns_only_its_condition() -> None:
     a = conditions.with_condition(cfg(), "node-a", BAD, T0)
     assert a is not None
-    both = conditions.with_condition(a, "node-b", DiscoveryFailure(conditions.HANDLER_NOT_FOUND, "no handler"), T1)
+    both = conditions.with_condition(a, "node-b", Failure(conditions.HANDLER_NOT_FOUND, "no handler"), T1)
     assert both is not None
     assert [c["node"] for c in both["status"]["conditions"]] == ["node-a", "node-b"]
     cleared = conditions.with_condition(both, "node-a", None, T1)
@@ -60,7 +60,7 @@ def test_clearing_when_there_is_nothing_writes_nothing_and_other_conditions_stay
 
 
 def test_each_condition_type_is_its_own_entry_so_two_writers_never_overwrite_each_other() -> None:
-    taken = DiscoveryFailure(conditions.RESOURCE_NAME_TAKEN, "resource devplace.io/cams is served for a/cams")
+    taken = Failure(conditions.RESOURCE_NAME_TAKEN, "resource devplace.io/cams is served for a/cams")
     failed = conditions.with_condition(cfg(), "node-a", BAD, T0)
     assert failed is not None
     both = conditions.with_condition(failed, "node-a", taken, T1, conditions.RESOURCE_NAME_CONFLICT)

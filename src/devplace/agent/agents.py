@@ -90,7 +90,7 @@ class AgentConfig:
     registration_socket: Path | None = None
 
 
-Resolved = tuple[tuple[str, bytes], ...] | conditions.DiscoveryFailure
+Resolved = tuple[tuple[str, bytes], ...] | conditions.Failure
 """The resolved discoveryProperties, sorted by name, or why they do not resolve."""
 
 
@@ -407,7 +407,7 @@ class Agent:
             values = properties.resolve(handler.discovery_properties, key[0], self._cache.sources)
             resolved = tuple(sorted(values.items()))
         except errors.Invalid as e:
-            resolved = conditions.DiscoveryFailure(conditions.INVALID_PROPERTIES, e.message)
+            resolved = conditions.Failure(conditions.INVALID_PROPERTIES, e.message)
         signature = (handler.name, handler.discovery_details, resolved)
         if run is not None and run.signature == signature:
             return
@@ -415,7 +415,7 @@ class Agent:
             run.task.cancel()
         self._waiting_for_handler.discard(key)
         name = f"agent-discover-{key[0]}/{key[1]}"
-        if isinstance(resolved, conditions.DiscoveryFailure):
+        if isinstance(resolved, conditions.Failure):
             # nothing to discover with: say why, and wait for an object the properties read to change
             failure = resolved
             task = self._busy_task(lambda: self._set_failure(key, failure), name)
@@ -444,9 +444,9 @@ class Agent:
             handler = self.handlers.get(handler_name)
         except errors.NotFound as e:
             self._waiting_for_handler.add(key)
-            await self._set_failure(key, conditions.DiscoveryFailure(conditions.HANDLER_NOT_FOUND, e.message))
+            await self._set_failure(key, conditions.Failure(conditions.HANDLER_NOT_FOUND, e.message))
             return
-        failure: conditions.DiscoveryFailure
+        failure: conditions.Failure
         try:
             first = True
             async for devices in handler.discover(details, values):
@@ -462,17 +462,17 @@ class Agent:
         except asyncio.CancelledError:
             raise
         except errors.Invalid as e:
-            failure = conditions.DiscoveryFailure(conditions.INVALID_DETAILS, e.message)
+            failure = conditions.Failure(conditions.INVALID_DETAILS, e.message)
         except errors.DevplaceError as e:
             self._waiting_for_handler.add(key)
-            failure = conditions.DiscoveryFailure(conditions.HANDLER_UNAVAILABLE, e.message)
+            failure = conditions.Failure(conditions.HANDLER_UNAVAILABLE, e.message)
         except Exception as e:
             log.exception("%s: discovery for %s/%s failed", self.node, *key)
             self._waiting_for_handler.add(key)
-            failure = conditions.DiscoveryFailure(conditions.HANDLER_UNAVAILABLE, f"{type(e).__name__}: {e}")
+            failure = conditions.Failure(conditions.HANDLER_UNAVAILABLE, f"{type(e).__name__}: {e}")
         await self._set_failure(key, failure)
 
-    async def _set_failure(self, key: Key, failure: conditions.DiscoveryFailure | None) -> None:
+    async def _set_failure(self, key: Key, failure: conditions.Failure | None) -> None:
         cached = self._cache.configuration_objs.get(key)
         if cached is None:
             return

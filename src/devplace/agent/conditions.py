@@ -26,7 +26,6 @@ __all__ = [
     "INVALID_PROPERTIES",
     "RESOURCE_NAME_CONFLICT",
     "RESOURCE_NAME_TAKEN",
-    "DiscoveryFailure",
     "Failure",
     "with_condition",
 ]
@@ -48,10 +47,6 @@ class Failure:
 
     reason: str
     message: str
-
-
-DiscoveryFailure = Failure
-"""The name discovery's callers use (the shape is the same for every condition type)."""
 
 
 def with_condition(
