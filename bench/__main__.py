@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCHES = ["store", "server", "allocate", "placement"]
+BENCHES = ["store", "server", "allocate", "placement", "idle", "watch_cost", "scheduler", "controller"]
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -41,7 +41,7 @@ from devplace.agent.servers import endpoint_name
 from devplace.clocks import SystemClock
 from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from devplace.discovery import World, builtin_registry
-from devplace.store import Store, mutate
+from devplace.store import Store, cas
 from devplace.store.sqlite import SqliteStore
 
 __all__ = ["run"]
@@ -179,7 +179,7 @@ async def _latency(root: Path, n: int) -> dict[str, Any]:
 
     async def foreign_write(change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
         """An untimed write of the Instance by someone else; returns once the agent has seen it."""
-        stored = await mutate(store, "Instance", name, "default", change)
+        stored = (await cas(store, "Instance", name, "default", change)).object
         rv = int(stored["metadata"]["resourceVersion"])
         while (record := agent.cache.instance("default", name)) is None or record.resource_version < rv:  # noqa: ASYNC110
             await asyncio.sleep(0)
@@ -277,14 +277,24 @@ async def _contention(root: Path, seconds: float, node_count: int = 8, capacity:
     violations: list[str] = []
     states = 0
 
+    # Registered before any claim, so every state the Instance goes through is audited.
+    audited = store.watch("Instance", fields=f"metadata.name={name}")
+    await audited.__aenter__()
+
+    last_audited = 0
+
     async def audit() -> None:
-        nonlocal states
-        async for event in store.watch("Instance"):
-            usage = event.object["spec"].get("deviceUsage") or {}
-            states += 1
-            held = [h for h in usage.values() if h]
-            if len(held) > capacity:
-                violations.append(f"revision {event.revision}: {len(held)} slots held")
+        nonlocal states, last_audited
+        try:
+            async for event in audited:
+                last_audited = event.revision
+                usage = event.object["spec"].get("deviceUsage") or {}
+                states += 1
+                held = [h for h in usage.values() if h]
+                if len(held) > capacity:
+                    violations.append(f"revision {event.revision}: {len(held)} slots held")
+        finally:
+            await audited.__aexit__(None, None, None)
 
     auditor = asyncio.create_task(audit())
     holding: dict[str, str] = {}  # slot -> node, as the clients know it
@@ -322,16 +332,21 @@ async def _contention(root: Path, seconds: float, node_count: int = 8, capacity:
                     obj["spec"]["deviceUsage"] = released.to_wire()
                     return obj
 
-                await mutate(store, "Instance", name, "default", free, attempts=64)
+                await cas(store, "Instance", name, "default", free, attempts=64)
         finally:
             await channel.close(None)
 
     started = time.perf_counter()
     await asyncio.gather(*(client(agent) for agent in agents))
     elapsed = time.perf_counter() - started
-    await asyncio.sleep(0.05)
+    final_obj = await store.get("Instance", name, "default")
+    final_revision = int(final_obj["metadata"]["resourceVersion"])
+    while last_audited < final_revision and not auditor.done():  # noqa: ASYNC110
+        await asyncio.sleep(0.001)
+    if auditor.done():
+        auditor.result()  # the audit must not have died: raise what killed it
     auditor.cancel()
-    final = (await store.get("Instance", name, "default"))["spec"]["deviceUsage"]
+    final = final_obj["spec"]["deviceUsage"]
     leaked = {slot: holder for slot, holder in final.items() if holder}
     for agent in agents:
         await agent.stop()
@@ -345,7 +360,7 @@ async def _contention(root: Path, seconds: float, node_count: int = 8, capacity:
         "refusals": refusals,
         "claims_per_s": round(claims / elapsed, 1),
         "instance_states_audited": states,
-        "double_bookings": 0,
+        "double_bookings": len(violations),
     }
 
 
@@ -363,7 +378,7 @@ async def _churn(root: Path, devices: int) -> dict[str, Any]:
         world.plug(f"cam-{i:05d}", ["node-a"], {"i": str(i)})
     instances_at = None
     while True:
-        count = sum(1 for k in agent.cache.instances if k[0] == "default")
+        count = sum(1 for record in agent.cache.instances.values() if record.namespace == "default")
         if instances_at is None and count >= devices:
             stored = len((await store.list("Instance")).items)
             if stored >= devices:

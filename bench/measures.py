@@ -139,37 +139,33 @@ async def _store_latencies(
 async def _watch_latencies(store: Store, latest: list[dict[str, Any]], n: int) -> list[int]:
     received: dict[int, int] = {}
     arrived = asyncio.Event()
-    stream = store.watch(KIND, since=await store.revision())
-
-    async def consume() -> None:
-        async for event in stream:
-            received[event.revision] = time.perf_counter_ns()
-            arrived.set()
-
-    async def write(i: int) -> int:
-        obj = latest[i % len(latest)]
-        obj["status"]["writes"] += 1
-        latest[i % len(latest)] = updated = await store.update(obj)
-        revision = int(updated["metadata"]["resourceVersion"])
-        while revision not in received:
-            await asyncio.wait_for(arrived.wait(), timeout=WATCH_BOUND)
-            arrived.clear()
-        return revision
-
-    consumer = asyncio.create_task(consume())
     samples: list[int] = []
-    try:
-        received.pop(await write(0))  # the watch is established once this event arrives
-        gc.collect()
-        for i in range(n):
-            arrived.clear()
-            started = time.perf_counter_ns()
-            revision = await write(i)
-            samples.append(received.pop(revision) - started)
-    finally:
-        consumer.cancel()
-        await asyncio.gather(consumer, return_exceptions=True)
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+    async with store.watch(KIND) as events:  # registered on entry: every write below is delivered
+
+        async def consume() -> None:
+            async for event in events:
+                received[event.revision] = time.perf_counter_ns()
+                arrived.set()
+
+        async def write(i: int) -> int:
+            obj = latest[i % len(latest)]
+            obj["status"]["writes"] += 1
+            latest[i % len(latest)] = updated = await store.update(obj)
+            revision = int(updated["metadata"]["resourceVersion"])
+            while revision not in received:
+                await asyncio.wait_for(arrived.wait(), timeout=WATCH_BOUND)
+                arrived.clear()
+            return revision
+
+        consumer = asyncio.create_task(consume())
+        try:
+            gc.collect()
+            for i in range(n):
+                arrived.clear()
+                started = time.perf_counter_ns()
+                revision = await write(i)
+                samples.append(received.pop(revision) - started)
+        finally:
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
     return samples

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +198,7 @@ class _Recording:
 
     async def discover(
         self, details: str, properties: Mapping[str, bytes] | None = None
-    ) -> AsyncIterator[list[Device]]:
+    ) -> AsyncGenerator[list[Device], None]:
         self.calls.append(dict(properties or {}))
         yield [Device("cam-1", {})]
         await asyncio.Event().wait()
@@ -289,7 +289,7 @@ async def test_editing_the_configurations_properties_restarts_discovery_and_drop
     await set_secret_data(nodes.store, "onvif-auth", {"username": b"root"})  # no longer read
     await nodes.settle()
     assert handler.calls == [{"USERNAME": b"admin"}, {"USERNAME": b"guest"}]
-    assert nodes.agents["node-a"].cache.sources == {}
+    assert nodes.agents["node-a"].cache.sources.watched() == []  # its informer is stopped
 
 
 async def test_a_missing_required_secret_is_a_condition_until_it_is_created_with_the_key(nodes: Nodes) -> None:

@@ -1,19 +1,22 @@
-"""The agent's cache: newest revision wins, deletions are final, bad objects are absent, CAS re-decides."""
+"""The agent's informers and CAS writes: filtered by the store, bad objects absent, a stale cache never final."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
 from devplace import errors
-from devplace.agent import slots
+from devplace.agent import instances, slots
 from devplace.agent.caches import NodeCache
 from devplace.agent.instances import InstanceRecord
 from devplace.agent.slots import Usage
-from devplace.store import MemoryStore
+from devplace.store import MemoryStore, ObjectList, WatchStream
+from devplace.supervisors import Supervisor
+
+from .conftest import eventually
 
 
 def instance(name: str = "cams-8120fe", rv: int = 5, holder: str = "") -> dict[str, Any]:
@@ -30,73 +33,147 @@ def instance(name: str = "cams-8120fe", rv: int = 5, holder: str = "") -> dict[s
     }
 
 
-def test_an_older_revision_never_replaces_a_newer_one(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Instance", "MODIFIED", instance(rv=7, holder="node-a"))
-    cache.apply("Instance", "MODIFIED", instance(rv=6, holder=""))
-    record = cache.instance("default", "cams-8120fe")
-    assert record is not None
-    assert record.resource_version == 7
-    assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
+@pytest.fixture
+async def supervisor() -> AsyncIterator[Supervisor]:
+    sup = Supervisor("test")
+    yield sup
+    await sup.stop()
 
 
-def test_a_deleted_object_is_not_resurrected_by_a_late_write_result(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Instance", "ADDED", instance(rv=5))
-    cache.apply("Instance", "DELETED", instance(rv=9))
-    cache.apply("Instance", "MODIFIED", instance(rv=8), own=True)
-    assert cache.instance("default", "cams-8120fe") is None
-    assert cache.instances_of("default", "cams") == []
-
-
-def test_listeners_hear_every_change_with_kind_and_key(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    heard: list[tuple[str, tuple[str, str]]] = []
-    cache.listeners.append(lambda kind, key: heard.append((kind, key)))
-    cache.apply("Instance", "ADDED", instance(rv=5))
-    cache.apply("Instance", "ADDED", instance(rv=5))  # a duplicate is not a change
-    cache.apply("Instance", "DELETED", instance(rv=6))
-    assert heard == [("Instance", ("default", "cams-8120fe"))] * 2
+def cache_of(store: Any, supervisor: Supervisor) -> NodeCache:
+    return NodeCache(store, "node-a", supervisor)
 
 
 def test_an_invalid_instance_is_absent_and_reported_once(
-    memory_store: MemoryStore, caplog: pytest.LogCaptureFixture
+    memory_store: MemoryStore, supervisor: Supervisor, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Instance", "ADDED", instance(rv=5))
-    with caplog.at_level(logging.WARNING, logger="devplace.agent.caches"):
+    cache = cache_of(memory_store, supervisor)
+    cache.instances.apply_event("ADDED", instance(rv=5))
+    with caplog.at_level(logging.WARNING, logger="devplace.store.informers"):
         for rv in (6, 7, 8):
-            cache.apply("Instance", "MODIFIED", instance(rv=rv, holder="C:broken"))
+            cache.instances.apply_event("MODIFIED", instance(rv=rv, holder="C:broken"))
     assert cache.instance("default", "cams-8120fe") is None
+    assert cache.instances_of("default", "cams") == []
     assert len([r for r in caplog.records if "ignoring Instance" in r.message]) == 1
     assert "spec.deviceUsage.cams-8120fe-0" in caplog.records[0].message
-    cache.apply("Instance", "MODIFIED", instance(rv=9, holder="node-a"))
+    cache.instances.apply_event("MODIFIED", instance(rv=9, holder="node-a"))
     assert cache.instance("default", "cams-8120fe") is not None
 
 
-def test_pods_of_other_nodes_are_not_kept(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    for name, node in (("mine", "node-a"), ("theirs", "node-b")):
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "resourceVersion": "3", "uid": name},
-            "spec": {"nodeName": node},
-            "status": {"phase": "Running"},
-        }
-        cache.apply("Pod", "ADDED", pod)
-    assert list(cache.pods) == [("default", "mine")]
+def test_instances_are_indexed_by_configuration_and_by_the_nodes_they_list(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    cache = cache_of(memory_store, supervisor)
+    elsewhere = instance("cams-a19705", rv=6)
+    elsewhere["spec"]["nodes"] = ["node-b"]
+    cache.instances.apply_event("ADDED", instance(rv=5))
+    cache.instances.apply_event("ADDED", elsewhere)
+    assert [r.name for r in cache.instances_of("default", "cams")] == ["cams-8120fe", "cams-a19705"]
+    assert [r.name for r in cache.visible("default", "cams")] == ["cams-8120fe"]
+    assert [r.name for r in cache.on_node()] == ["cams-8120fe"]
+
+
+def pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "x"}]},
+        "status": {"phase": "Running"},
+    }
+
+
+class RecordingStore:
+    """A MemoryStore that records the (kind, namespace, fields) of every list and watch, and every object a watch
+    delivers."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self.calls: list[tuple[str, str, str | None, str | None]] = []
+        self.delivered: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
+    ) -> ObjectList:
+        self.calls.append(("list", kind, namespace, fields))
+        listing = await self._store.list(kind, namespace, selector, fields=fields)
+        self.delivered += [(kind, o["metadata"]["name"]) for o in listing.items]
+        return listing
+
+    def watch(self, kind: str | None = None, namespace: str | None = None, **kw: Any) -> WatchStream:
+        self.calls.append(("watch", kind or "", namespace, kw.get("fields")))
+        return _Recorded(self._store.watch(kind, namespace, **kw), self.delivered)
+
+
+class _Recorded:
+    def __init__(self, inner: WatchStream, delivered: list[tuple[str, str]]) -> None:
+        self.inner = inner
+        self.delivered = delivered
+
+    @property
+    def revision(self) -> int:
+        return self.inner.revision
+
+    async def __aenter__(self) -> _Recorded:
+        await self.inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.inner.__aexit__(*exc)
+
+    def __aiter__(self) -> _Recorded:
+        return self
+
+    async def __anext__(self) -> Any:
+        event = await self.inner.__anext__()
+        self.delivered.append((event.object["kind"], event.object["metadata"]["name"]))
+        return event
+
+
+async def test_the_store_sends_the_agent_only_its_own_nodes_pods(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    store = RecordingStore(memory_store)
+    await memory_store.create(pod("mine", "node-a"))
+    await memory_store.create(pod("theirs", "node-b"))
+    cache = cache_of(store, supervisor)
+    await cache.start()
+    await memory_store.create(pod("theirs-too", "node-b"))
+    await memory_store.create(pod("mine-too", "node-a"))
+    await eventually(lambda: ("default", "mine-too") in cache.pods, "the watch to deliver mine-too")
+    assert sorted(cache.pods.keys()) == [("default", "mine"), ("default", "mine-too")]
+    assert [name for kind, name in store.delivered if kind == "Pod"] == ["mine", "mine", "mine-too"]
+    assert {(c[0], c[3]) for c in store.calls if c[1] == "Pod"} == {
+        ("list", "spec.nodeName=node-a"),
+        ("watch", "spec.nodeName=node-a"),
+    }
+
+
+# -- CAS writes ------------------------------------------------------------------------------------------------
+
+
+async def cached(
+    memory_store: MemoryStore, supervisor: Supervisor, holder: str = ""
+) -> tuple[NodeCache, dict[str, Any]]:
+    stored = await memory_store.create(instance(holder=holder))
+    cache = cache_of(memory_store, supervisor)
+    cache.instances.apply_event("ADDED", stored)
+    return cache, stored
+
+
+async def behind(memory_store: MemoryStore, stored: dict[str, Any], holder: str) -> None:
+    """The store moves on (slot 0 held by `holder`) without the cache seeing it."""
+    await memory_store.update({**stored, "spec": {**stored["spec"], "deviceUsage": {"cams-8120fe-0": holder}}})
 
 
 async def test_mutate_instance_re_decides_on_the_stored_copy_when_the_cache_is_stale(
-    memory_store: MemoryStore,
+    memory_store: MemoryStore, supervisor: Supervisor
 ) -> None:
-    stored = await memory_store.create(instance())
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Instance", "ADDED", stored)
-    newer = dict(stored)
-    newer["spec"] = {**stored["spec"], "deviceUsage": {"cams-8120fe-0": "node-b"}}
-    await memory_store.update(newer)  # the cache has not seen this yet
+    cache, stored = await cached(memory_store, supervisor)
+    await behind(memory_store, stored, "node-b")
     seen: list[str] = []
 
     def claim(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -108,7 +185,11 @@ async def test_mutate_instance_re_decides_on_the_stored_copy_when_the_cache_is_s
 
     result = await cache.mutate_instance("default", "cams-8120fe", claim)
     assert seen == ["", "node-b"]  # first on the stale cache (Conflict), then on the fresh copy
+    assert result is not None
     assert result["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-b"}
+    record = cache.instance("default", "cams-8120fe")
+    assert record is not None
+    assert record.usage.to_wire() == {"cams-8120fe-0": "node-b"}  # the fresh read is cached
 
 
 def claim_for(node: str) -> Callable[[InstanceRecord], Usage | None]:
@@ -123,16 +204,22 @@ def claim_for(node: str) -> Callable[[InstanceRecord], Usage | None]:
     return decide
 
 
+def watching(seen: list[str], decide: Callable[[InstanceRecord], Usage | None]) -> Callable[[InstanceRecord], Any]:
+    def wrapped(record: InstanceRecord) -> Usage | None:
+        seen.append(record.usage.to_wire()["cams-8120fe-0"])
+        return decide(record)
+
+    return wrapped
+
+
 async def test_update_usage_on_a_current_cache_writes_once_and_caches_what_it_wrote(
-    memory_store: MemoryStore,
+    memory_store: MemoryStore, supervisor: Supervisor
 ) -> None:
-    stored = await memory_store.create(instance())
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Instance", "ADDED", stored)
+    cache, _ = await cached(memory_store, supervisor)
     before = cache.instance("default", "cams-8120fe")
     assert before is not None
-    heard: list[tuple[str, tuple[str, str]]] = []
-    cache.listeners.append(lambda kind, key: heard.append((kind, key)))
+    heard: list[tuple[str, str]] = []
+    cache.instances.subscribe(lambda change: heard.append(change.key))
 
     record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
 
@@ -142,45 +229,55 @@ async def test_update_usage_on_a_current_cache_writes_once_and_caches_what_it_wr
     assert cache.instance("default", "cams-8120fe") is record
     assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
     assert record.nodes is before.nodes  # only the usage was new: nothing else parsed again
-    assert heard == [("Instance", ("default", "cams-8120fe"))]
+    assert heard == [("default", "cams-8120fe")]
     assert before.obj["spec"]["deviceUsage"] == {"cams-8120fe-0": ""}  # the cached object was not changed
 
 
-async def test_update_usage_deciding_nothing_writes_nothing(memory_store: MemoryStore) -> None:
-    stored = await memory_store.create(instance(holder="node-a"))
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Instance", "ADDED", stored)
+async def test_update_usage_deciding_nothing_writes_nothing(memory_store: MemoryStore, supervisor: Supervisor) -> None:
+    cache, stored = await cached(memory_store, supervisor, holder="node-a")
     record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))  # a re-offer
     assert record.resource_version == int(stored["metadata"]["resourceVersion"])
     after = await memory_store.get("Instance", "cams-8120fe", "default")
     assert after["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
 
 
-async def test_update_usage_re_decides_on_the_stored_copy_when_the_cache_is_stale(memory_store: MemoryStore) -> None:
-    stored = await memory_store.create(instance())
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Instance", "ADDED", stored)
-    newer = {**stored, "spec": {**stored["spec"], "deviceUsage": {"cams-8120fe-0": "node-b"}}}
-    await memory_store.update(newer)  # the cache has not seen this yet
+async def test_a_claim_refused_on_a_stale_cache_but_free_in_the_store_succeeds(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    """The cache still shows node-b's hold, the store already shows it released: the refusal on the cached copy is
+    not final, the claim is decided again on a fresh read and lands."""
+    cache, stored = await cached(memory_store, supervisor, holder="node-b")
+    await behind(memory_store, stored, "")
     seen: list[str] = []
-    claim = claim_for("node-a")
+    record = await cache.update_usage("default", "cams-8120fe", watching(seen, claim_for("node-a")))
+    assert seen == ["node-b", ""]  # refused on the cache, then decided on the store's copy
+    assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
+    after = await memory_store.get("Instance", "cams-8120fe", "default")
+    assert after["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-a"}
+    assert cache.instance("default", "cams-8120fe") is record
 
-    def watching(record: InstanceRecord) -> Usage | None:
-        seen.append(record.usage.to_wire()["cams-8120fe-0"])
-        return claim(record)
 
+async def test_update_usage_re_decides_on_the_stored_copy_when_the_cache_is_stale(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    cache, stored = await cached(memory_store, supervisor)
+    await behind(memory_store, stored, "node-b")
+    seen: list[str] = []
     with pytest.raises(errors.Refused, match="held by node-b"):
-        await cache.update_usage("default", "cams-8120fe", watching)
+        await cache.update_usage("default", "cams-8120fe", watching(seen, claim_for("node-a")))
     assert seen == ["", "node-b"]  # first on the stale cache (Conflict), then on the fresh copy
     after = await memory_store.get("Instance", "cams-8120fe", "default")
     assert after["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-b"}
+    record = cache.instance("default", "cams-8120fe")
+    assert record is not None
+    assert record.usage.to_wire() == {"cams-8120fe-0": "node-b"}  # the refusal's read is cached
 
 
 async def test_update_usage_without_a_cached_record_reads_and_validates_the_stored_one(
-    memory_store: MemoryStore,
+    memory_store: MemoryStore, supervisor: Supervisor
 ) -> None:
     await memory_store.create(instance())
-    cache = NodeCache(memory_store, "node-a")
+    cache = cache_of(memory_store, supervisor)
     record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
     assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
     assert cache.instance("default", "cams-8120fe") is record
@@ -191,21 +288,37 @@ async def test_update_usage_without_a_cached_record_reads_and_validates_the_stor
         await cache.update_usage("default", "cams-a19705", claim_for("node-a"))
 
 
-async def test_update_usage_of_a_missing_instance_is_not_found(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
+async def test_update_usage_of_a_missing_instance_is_not_found_and_forgets_it(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    cache, _ = await cached(memory_store, supervisor)
+    await memory_store.delete("Instance", "cams-8120fe", "default")
     with pytest.raises(errors.NotFound):
         await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
+    assert cache.instance("default", "cams-8120fe") is None
+
+
+async def test_remove_instance_deletes_with_the_revision_it_decided_on(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    cache, _ = await cached(memory_store, supervisor)
+    assert (
+        await cache.remove_instance("default", "cams-8120fe", lambda obj: instances.left(obj, "node-a", 0, False))
+        is None
+    )
+    assert (await memory_store.list("Instance")).items == []
+    assert cache.instance("default", "cams-8120fe") is None
 
 
 # -- ConfigMaps and Secrets read by discoveryProperties --------------------------------------------------------
 
 
-def reading(name: str = "cams", *secrets: str, rv: int = 3) -> dict[str, Any]:
+def reading(name: str = "cams", *secrets: str) -> dict[str, Any]:
     """A Configuration whose discoveryProperties read key `k` of each Secret named (in its own namespace)."""
     return {
         "apiVersion": "devplace.io/v1alpha1",
         "kind": "Configuration",
-        "metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv)},
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "discoveryHandler": {
                 "name": "sim",
@@ -217,79 +330,85 @@ def reading(name: str = "cams", *secrets: str, rv: int = 3) -> dict[str, Any]:
     }
 
 
-def secret(name: str, value: str = "YQ==", rv: int = 4, **extra: Any) -> dict[str, Any]:
+def secret(name: str, value: str = "YQ==", **extra: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": "default", "resourceVersion": str(rv), **extra},
+        "metadata": {"name": name, "namespace": "default", **extra},
         "data": {"k": value},
         "type": "Opaque",
     }
 
 
-def test_only_secrets_a_configuration_reads_are_kept_and_only_their_data(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    heard: list[tuple[str, tuple[str, str]]] = []
-    cache.listeners.append(lambda kind, key: heard.append((kind, key)))
-    cache.apply("Configuration", "ADDED", reading("cams", "auth"))
-    cache.apply("Secret", "ADDED", secret("auth", annotations={"big": "x" * 1000}))
-    cache.apply("Secret", "ADDED", secret("unrelated"))
-    assert cache.sources == {
+async def started(store: Any, supervisor: Supervisor) -> NodeCache:
+    cache = cache_of(store, supervisor)
+    await cache.start()
+    return cache
+
+
+async def synced(cache: NodeCache, key: tuple[str, str]) -> None:
+    await eventually(lambda: cache.sources.loaded(key), "the sources' informers to list")
+
+
+async def test_only_secrets_a_configuration_reads_are_asked_for_and_only_their_data_kept(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    store = RecordingStore(memory_store)
+    await memory_store.create(secret("auth", annotations={"big": "x" * 1000}))
+    await memory_store.create(secret("unrelated"))
+    await memory_store.create(reading("cams", "auth"))
+    cache = await started(store, supervisor)
+    await synced(cache, ("default", "cams"))
+    heard: list[tuple[str, str, str]] = []
+    cache.source_listeners.append(heard.append)
+    await memory_store.update({**(await memory_store.get("Secret", "unrelated", "default")), "data": {"k": "Yg=="}})
+    auth = await memory_store.get("Secret", "auth", "default")
+    auth = await memory_store.update({**auth, "data": {"k": "Yw=="}})
+    await eventually(lambda: bool(heard), "the change of auth")
+    assert heard == [("Secret", "default", "auth")]
+    assert cache.source_values() == {
         ("Secret", "default", "auth"): {
-            "metadata": {"name": "auth", "namespace": "default", "resourceVersion": "4"},
-            "data": {"k": "YQ=="},
+            "metadata": {
+                "name": "auth",
+                "namespace": "default",
+                "resourceVersion": auth["metadata"]["resourceVersion"],
+            },
+            "data": {"k": "Yw=="},
         }
     }
-    assert heard == [("Configuration", ("default", "cams")), ("Secret", ("default", "auth"))]
-    assert cache.referrers(("Secret", "default", "auth")) == [("default", "cams")]
-    assert cache.referrers(("Secret", "default", "unrelated")) == []
+    assert ("Secret", "unrelated") not in store.delivered
+    assert {c for c in store.calls if c[1] == "Secret"} == {
+        ("list", "Secret", "default", "metadata.name=auth"),
+        ("watch", "Secret", "default", "metadata.name=auth"),
+    }
+    assert cache.sources.referrers(("Secret", "default", "auth")) == [("default", "cams")]
 
 
-def test_a_secret_no_configuration_reads_any_more_is_forgotten(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Configuration", "ADDED", reading("one", "auth"))
-    cache.apply("Configuration", "ADDED", reading("two", "auth"))
-    cache.apply("Secret", "ADDED", secret("auth"))
-    assert cache.referrers(("Secret", "default", "auth")) == [("default", "one"), ("default", "two")]
-    cache.apply("Configuration", "MODIFIED", reading("one", rv=5))  # no longer reads it
-    assert list(cache.sources) == [("Secret", "default", "auth")]
-    cache.apply("Configuration", "DELETED", reading("two", "auth", rv=6))
-    assert cache.sources == {}
-    assert cache.referrers(("Secret", "default", "auth")) == []
-
-
-async def test_a_newly_referenced_secret_is_read_once_and_a_missing_one_is_known_absent(
-    memory_store: MemoryStore,
+async def test_a_secret_no_configuration_reads_any_more_is_no_longer_watched(
+    memory_store: MemoryStore, supervisor: Supervisor
 ) -> None:
-    stored = await memory_store.create(secret("auth"))
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Secret", "ADDED", stored)  # before anything read it: dropped
-    cache.apply("Configuration", "ADDED", reading("cams", "auth", "later"))
-    assert cache.unloaded(("default", "cams")) == [("Secret", "default", "auth"), ("Secret", "default", "later")]
-    await cache.load_sources(("default", "cams"))
-    assert cache.unloaded(("default", "cams")) == []
-    assert list(cache.sources) == [("Secret", "default", "auth")]
-    assert cache.sources[("Secret", "default", "auth")]["data"] == {"k": "YQ=="}
-    created = await memory_store.create(secret("later"))
-    cache.apply("Secret", "ADDED", created)  # the watch keeps it current from now on
-    assert sorted(cache.sources) == [("Secret", "default", "auth"), ("Secret", "default", "later")]
+    await memory_store.create(secret("auth"))
+    await memory_store.create(reading("one", "auth"))
+    await memory_store.create(reading("two", "auth"))
+    cache = await started(memory_store, supervisor)
+    await synced(cache, ("default", "one"))
+    assert cache.sources.referrers(("Secret", "default", "auth")) == [("default", "one"), ("default", "two")]
+    one = await memory_store.get("Configuration", "one", "default")
+    await memory_store.update({**one, "spec": reading("one")["spec"]})  # no longer reads it
+    await eventually(lambda: cache.sources.referrers(("Secret", "default", "auth")) == [("default", "two")])
+    assert cache.sources.watched() == [("Secret", "default", "auth")]
+    await memory_store.delete("Configuration", "two", "default")
+    await eventually(lambda: cache.sources.watched() == [], "the informer of auth to stop")
+    assert cache.source_values() == {}
 
 
-async def test_a_late_read_does_not_resurrect_a_secret_the_watch_saw_deleted(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Configuration", "ADDED", reading("cams", "auth"))
-    cache.apply("Secret", "ADDED", secret("auth", rv=4))
-    cache.apply("Secret", "DELETED", secret("auth", rv=9))
-    cache.apply("Secret", "MODIFIED", secret("auth", rv=8))  # e.g. a read answered before the deletion
-    assert cache.sources == {}
-    assert cache.unloaded(("default", "cams")) == []  # known to be absent: nothing to read
-
-
-def test_a_relist_keeps_only_read_secrets_and_knows_the_rest_are_absent(memory_store: MemoryStore) -> None:
-    cache = NodeCache(memory_store, "node-a")
-    cache.apply("Configuration", "ADDED", reading("cams", "auth", "gone"))
-    cache.apply("Secret", "ADDED", secret("gone", rv=4))
-    touched = cache.replace_all("Secret", [secret("auth", rv=7), secret("unrelated", rv=8)])
-    assert touched == {("default", "auth"), ("default", "gone")}
-    assert list(cache.sources) == [("Secret", "default", "auth")]
-    assert cache.unloaded(("default", "cams")) == []
+async def test_a_missing_secret_is_known_absent_and_appears_when_created(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    await memory_store.create(reading("cams", "later"))
+    cache = await started(memory_store, supervisor)
+    await synced(cache, ("default", "cams"))
+    assert cache.source_values() == {}
+    await memory_store.create(secret("later"))
+    await eventually(lambda: bool(cache.source_values()), "the watch to deliver the new Secret")
+    assert list(cache.source_values()) == [("Secret", "default", "later")]

@@ -14,6 +14,7 @@ from devplace.agent.instances import InstanceRecord
 from devplace.deviceplugin.v1beta1 import api_pb2
 from devplace.discovery import Device, DeviceSpec, Mount
 from devplace.store import MemoryStore
+from devplace.supervisors import Supervisor
 
 from .conftest import configuration
 
@@ -147,9 +148,18 @@ async def test_an_allocate_that_ends_mid_request_releases_what_it_claimed(
     for name in names:
         await memory_store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
     store = _FailingStore(memory_store, fail_at=2, hang=ending == "cancelled")
-    cache = NodeCache(store, "node-a")
-    cache.replace_all("Configuration", [configuration(capacity=2, unique=True)])
-    cache.replace_all("Instance", (await memory_store.list("Instance")).items)
+    cache = NodeCache(store, "node-a", Supervisor("test"))
+    cache.configurations.replace(
+        [
+            {
+                **configuration(capacity=2, unique=True),
+                "metadata": {"name": "cams", "namespace": "default", "resourceVersion": "1"},
+            }
+        ],
+        1,
+    )
+    listing = await memory_store.list("Instance")
+    cache.instances.replace(listing.items, listing.revision)
     plugin: plugins.DevicePlugin
     if level == "IL":
         plugin = plugins.InstancePlugin(_Host(cache), "default", names[0], "devplace.io")

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from devplace import errors
 from devplace.cli import app
 from devplace.cli.demos import FLEET_EXAMPLE, example_path
-from devplace.cli.tour_devices import UsageHistory, double_bookings, holder_label, view
+from devplace.cli.tour_devices import holder_label, view
 from devplace.cli.tour_fleets import (
     FleetRequest,
     inventory_rows,
@@ -32,6 +32,7 @@ from devplace.cli.tour_fleets import (
     manifest_excerpt,
 )
 from devplace.cli.tours import Tour
+from devplace.sim.invariants import UsageHistory, double_bookings
 from devplace.store import open_store
 
 

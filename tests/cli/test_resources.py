@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from devplace.cli import app, resources
-from devplace.cli.resources import plan_apply, raw_label, validate_document
+from devplace.cli.resources import raw_label, validate_document
 from devplace.store import open_store
 from tests.servers import spawn_server
 
@@ -62,24 +62,6 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 # -- pure parts ---------------------------------------------------------------------------------------------------
 
 
-def current(**changes: Any) -> dict[str, Any]:
-    obj = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "a",
-            "namespace": "default",
-            "resourceVersion": "5",
-            "uid": "u-1",
-            "generation": 1,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-        },
-        "data": {"k": "v"},
-    }
-    obj.update(changes)
-    return obj
-
-
 def manifest(**changes: Any) -> dict[str, Any]:
     obj = {
         "apiVersion": "v1",
@@ -89,29 +71,6 @@ def manifest(**changes: Any) -> dict[str, Any]:
     }
     obj.update(changes)
     return obj
-
-
-def test_plan_apply_of_what_is_stored_is_nothing_even_with_status_written_by_others() -> None:
-    assert plan_apply(manifest(), current()) is None
-    assert plan_apply(manifest(), current(status={"ready": True})) is None
-
-
-def test_plan_apply_replaces_user_fields_and_keeps_identity_status_and_the_read_revision() -> None:
-    wanted = plan_apply(manifest(data={"k": "w"}), current(status={"ready": True}))
-    assert wanted is not None
-    assert wanted["data"] == {"k": "w"}
-    assert wanted["status"] == {"ready": True}
-    assert wanted["metadata"] == current()["metadata"]
-
-
-def test_plan_apply_ignores_the_manifests_own_server_fields_but_takes_its_status() -> None:
-    forged = manifest(status={"phase": "x"})
-    forged["metadata"].update(uid="forged", generation=9)
-    wanted = plan_apply(forged, current())
-    assert wanted is not None
-    assert wanted["metadata"]["uid"] == "u-1"
-    assert wanted["metadata"]["generation"] == 1
-    assert wanted["status"] == {"phase": "x"}
 
 
 def test_validate_document_fills_the_namespace_from_the_flag_only_for_namespaced_kinds() -> None:
@@ -152,6 +111,45 @@ def test_apply_stores_an_akri_manifest_as_written(cli: CliRunner, tmp_path: Path
     written = yaml.safe_load((EXAMPLES / "akri-debug-echo.yaml").read_text())
     assert obj["apiVersion"] == "akri.sh/v0"
     assert obj["spec"] == written["spec"]
+
+
+INSTANCE = """\
+apiVersion: akri.sh/v0
+kind: Instance
+metadata: {{name: cam-1, namespace: default}}
+spec:
+  configurationName: cams
+  capacity: 3
+  shared: true
+  nodes: [node-a, node-b]
+  deviceUsage: {{cam-1-0: "", cam-1-1: "", cam-1-2: ""}}
+  brokerProperties: {{RESOLUTION: "{resolution}"}}
+"""
+
+
+def test_apply_keeps_the_slot_holders_agents_wrote_and_says_so(cli: CliRunner, tmp_path: Path, store_url: str) -> None:
+    assert (
+        cli.invoke(app, ["apply", "-f", write(tmp_path, "i.yaml", INSTANCE.format(resolution="720p"))]).exit_code == 0
+    )
+
+    async def agents_claim() -> None:
+        store = open_store(store_url)
+        try:
+            instance = await store.get("Instance", "cam-1", "default")
+            instance["spec"]["deviceUsage"].update({"cam-1-0": "node-a", "cam-1-2": "C:cam-1:node-b"})
+            await store.update(instance)
+        finally:
+            await store.close()
+
+    asyncio.run(agents_claim())
+    changed = cli.invoke(app, ["apply", "-f", write(tmp_path, "i.yaml", INSTANCE.format(resolution="1080p"))])
+    assert changed.exit_code == 0, changed.output
+    assert changed.stdout == "Instance default/cam-1 configured (kept 2 slot holders written by agents)\n"
+    again = cli.invoke(app, ["apply", "-f", write(tmp_path, "i.yaml", INSTANCE.format(resolution="1080p"))])
+    assert again.stdout == "Instance default/cam-1 unchanged (kept 2 slot holders written by agents)\n"
+    [instance] = stored(store_url, "Instance")
+    assert instance["spec"]["deviceUsage"] == {"cam-1-0": "node-a", "cam-1-1": "", "cam-1-2": "C:cam-1:node-b"}
+    assert instance["spec"]["brokerProperties"] == {"RESOLUTION": "1080p"}
 
 
 def test_apply_of_a_multi_document_file_applies_good_documents_and_reports_each_bad_one(

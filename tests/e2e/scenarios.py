@@ -1,26 +1,23 @@
-"""Shared pieces of the end-to-end scenarios: manifests, slot readers, and an Instance history recorder."""
+"""Shared pieces of the end-to-end scenarios: manifests and slot readers (the invariant checkers are in
+`devplace.sim.invariants`, shared with the demo)."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import re
-from collections.abc import Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from devplace.sim import Fleet
-from devplace.store import Store
 
 __all__ = [
-    "InstanceHistory",
+    "BROKER",
+    "BROKER_JOB",
+    "PLAIN_BROKER",
+    "broker_configuration",
     "cl_holder_node",
     "configuration",
     "held",
     "il",
     "instances",
-    "recording",
     "usage",
 ]
 
@@ -74,64 +71,46 @@ def il(fleet: Fleet, instance: dict[str, Any]) -> str:
     return f"{fleet.resource_prefix}/{instance['metadata']['name']}"
 
 
-@dataclass
-class InstanceHistory:
-    """Every state every Instance went through, as a store watch delivered them."""
-
-    states: dict[str, list[dict[str, str]]] = field(default_factory=dict)
-    revision: int = 0
-    """The store revision of the last event `follow` saw (of any kind): the history is complete up to it."""
-
-    def record(self, event_type: str, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        self.states.setdefault(name, []).append({} if event_type == "DELETED" else usage(obj))
-
-    async def follow(self, store: Store, since: int) -> None:
-        """Record every Instance state after `since`. Watches every kind, so `revision` keeps up with the store."""
-        self.revision = since
-        async for event in store.watch(since=since):
-            if event.object.get("kind") == "Instance":
-                self.record(event.type, event.object)
-            self.revision = event.revision
-
-    async def caught_up(self, store: Store, timeout: float = 5.0) -> None:
-        """Wait (a bounded poll) until every change the store has made so far has reached the history."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self.revision < (wanted := await store.revision()):
-            if loop.time() > deadline:
-                raise AssertionError(f"the Instance watch is at revision {self.revision}, the store at {wanted}")
-            await asyncio.sleep(0.001)
-
-    def transitions(self) -> Iterator[tuple[str, str, str, str]]:
-        """(instance, slot, before, after) for every change of a slot's holder between consecutive states."""
-        for name, states in self.states.items():
-            for before, after in itertools.pairwise(states):
-                for slot in sorted(set(before) | set(after)):
-                    old, new = before.get(slot, ""), after.get(slot, "")
-                    if old != new:
-                        yield name, slot, old, new
-
-    def double_bookings(self) -> list[str]:
-        """Slots that went from one holder straight to another: a slot held by two parties at once."""
-        return [
-            f"{name} {slot}: {old!r} -> {new!r}"
-            for name, slot, old, new in self.transitions()
-            if old and new and old != new
-        ]
+BROKER: dict[str, Any] = {
+    "containers": [
+        {"name": "broker", "image": "nginx:latest", "resources": {"limits": {"{{PLACEHOLDER}}": "1"}}},
+    ]
+}
+PLAIN_BROKER: dict[str, Any] = {"containers": [{"name": "broker", "image": "nginx:latest"}]}
+BROKER_JOB: dict[str, Any] = {
+    "template": {
+        "spec": {
+            "containers": [{"name": "job", "image": "busybox", "resources": {"limits": {"{{PLACEHOLDER}}": "1"}}}],
+            "restartPolicy": "Never",
+        }
+    },
+    "backoffLimit": 2,
+}
+SERVICE: dict[str, Any] = {"type": "ClusterIP", "ports": [{"name": "grpc", "port": 80, "targetPort": 8083}]}
 
 
-@asynccontextmanager
-async def recording(store: Store) -> Any:
-    """Record every Instance state from now on, through a store watch, while the block runs."""
-    history = InstanceHistory()
-    listed = await store.list("Instance")
-    for obj in listed.items:
-        history.record("ADDED", obj)
-    task = asyncio.create_task(history.follow(store, listed.revision))
-    try:
-        yield history
-        await history.caught_up(store)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+def broker_configuration(
+    name: str,
+    *,
+    strategy: dict[str, Any] | None = None,
+    pod: dict[str, Any] | None = None,
+    job: dict[str, Any] | None = None,
+    capacity: int = 1,
+    details: str = "",
+    kind: str | None = None,
+    services: bool = True,
+) -> dict[str, Any]:
+    """A Configuration with brokers (`pod` default: one container asking `{{PLACEHOLDER}}`), as a dict."""
+    spec: dict[str, Any] = {
+        "discoveryHandler": {"name": "sim", "discoveryDetails": details},
+        "capacity": capacity,
+        "brokerSpec": {"brokerJobSpec": job} if job is not None else {"brokerPodSpec": pod or BROKER},
+    }
+    if strategy is not None:
+        spec["brokerStrategy"] = strategy
+    if kind is not None:
+        spec["deviceKind"] = kind
+    if services:
+        spec["instanceServiceSpec"] = SERVICE
+        spec["configurationServiceSpec"] = SERVICE
+    return {"apiVersion": "akri.sh/v0", "kind": "Configuration", "metadata": {"name": name}, "spec": spec}

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 
 from devplace.sim import Fleet
-from tests.e2e.scenarios import configuration, held, il, instances, recording
+from devplace.sim.invariants import recording
+from tests.e2e.scenarios import configuration, held, il, instances
 
 NODES = [f"node-{i}" for i in range(10)]
 
@@ -48,6 +49,7 @@ async def test_ten_nodes_contending_for_capacity_five_never_share_a_slot():
                 if len(held(instance)) == 5:
                     break
             await fleet.settle()
+            assert await history.caught_up(fleet.store)
 
         assert history.double_bookings() == []
         assert len(history.states[instance["metadata"]["name"]]) > 5

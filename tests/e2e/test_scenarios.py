@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from devplace.sim.invariants import UsageHistory
 from devplace.store import MemoryStore
-from tests.e2e.scenarios import InstanceHistory, cl_holder_node
+from tests.e2e.scenarios import cl_holder_node
 
 
 def _instance(usage: dict[str, str]) -> dict:
@@ -13,7 +14,7 @@ def _instance(usage: dict[str, str]) -> dict:
 
 
 def test_a_slot_passing_straight_from_one_holder_to_another_is_a_double_booking():
-    history = InstanceHistory()
+    history = UsageHistory()
     history.record("ADDED", _instance({"cam-0": "", "cam-1": ""}))
     history.record("MODIFIED", _instance({"cam-0": "node-a", "cam-1": ""}))
     history.record("MODIFIED", _instance({"cam-0": "node-b", "cam-1": "C:cam:node-a"}))
@@ -21,7 +22,7 @@ def test_a_slot_passing_straight_from_one_holder_to_another_is_a_double_booking(
 
 
 def test_claims_and_releases_through_free_are_not_double_bookings():
-    history = InstanceHistory()
+    history = UsageHistory()
     for usage in ({"cam-0": ""}, {"cam-0": "node-a"}, {"cam-0": ""}, {"cam-0": "C:cam:node-b"}):
         history.record("MODIFIED", _instance(usage))
     history.record("DELETED", _instance({"cam-0": "C:cam:node-b"}))
@@ -35,7 +36,7 @@ def test_cl_holders_name_their_node():
 
 
 async def test_a_followed_history_catches_up_with_every_store_write(memory_store: MemoryStore) -> None:
-    history = InstanceHistory()
+    history = UsageHistory()
     task = asyncio.create_task(history.follow(memory_store, await memory_store.revision()))
     try:
         cam = {"apiVersion": "akri.sh/v0", "kind": "Instance", **_instance({"cam-0": ""})}
@@ -44,7 +45,7 @@ async def test_a_followed_history_catches_up_with_every_store_write(memory_store
         stored["spec"]["deviceUsage"] = {"cam-0": "node-a"}
         await memory_store.update(stored)
         await memory_store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}})
-        await history.caught_up(memory_store)
+        assert await history.caught_up(memory_store)
         assert history.revision == await memory_store.revision()
         assert history.states == {"cam": [{"cam-0": ""}, {"cam-0": "node-a"}]}
     finally:

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from devplace.sim import Fleet
-from tests.e2e.scenarios import InstanceHistory, configuration, held, usage
+from devplace.sim.invariants import UsageHistory
+from tests.e2e.scenarios import configuration, held, usage
 
 NODES = ["node-a", "node-b", "node-c"]
 DEVICES = ["cam-1", "cam-2", "cam-3"]
@@ -33,7 +34,7 @@ class SlotSharing(RuleBasedStateMachine):
         super().__init__()
         self.runner = asyncio.Runner()
         self.fleet = Fleet(resource_prefix="akri.sh", release_grace=GRACE, offline_grace=GRACE, podresources_poll=POLL)
-        self.history = InstanceHistory()
+        self.history = UsageHistory()
         self.pods: dict[str, str] = {}
         self.serial = 0
         self.run(self._start())
@@ -106,7 +107,7 @@ class SlotSharing(RuleBasedStateMachine):
 
     @invariant()
     def no_slot_ever_passes_between_holders(self) -> None:
-        self.run(self.history.caught_up(self.fleet.store))
+        assert self.run(self.history.caught_up(self.fleet.store))
         assert self.history.double_bookings() == []
 
     @invariant()
@@ -148,7 +149,7 @@ class SlotSharing(RuleBasedStateMachine):
             await self.fleet.advance(GRACE + 3 * POLL, step=POLL)
             leaked = {i["metadata"]["name"]: held(i) for i in await self.fleet.list("Instance") if held(i)}
             assert leaked == {}
-            await self.history.caught_up(self.fleet.store)
+            assert await self.history.caught_up(self.fleet.store)
             assert self.history.double_bookings() == []
 
         try:

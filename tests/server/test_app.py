@@ -286,14 +286,80 @@ async def test_watch_streams_every_change_after_the_resource_version_as_ndjson(a
     ]
 
 
-async def test_watch_without_a_resource_version_starts_now_and_names_that_revision(api: httpx2.AsyncClient) -> None:
+async def test_watch_without_a_resource_version_starts_when_the_response_starts(api: httpx2.AsyncClient) -> None:
     await api.post(NODES, json=node("old"))
     async with api.stream("GET", NODES, params={"watch": "true"}) as response:
-        assert response.headers["x-devplace-watch-from"] == "1"
+        assert response.status_code == 200  # the store watch is registered before the status is sent
         await api.post(NODES, json=node("new"))
         line = await asyncio.wait_for(anext(response.aiter_lines()), 10)
     event = json.loads(line)
     assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "new")
+
+
+@pytest.mark.parametrize(
+    ("accept", "media_type"),
+    [
+        ("application/json", "application/json;stream=watch"),  # kubectl
+        ("application/json, */*", "application/json;stream=watch"),
+        ("application/x-ndjson", "application/x-ndjson"),
+        ("*/*", "application/x-ndjson"),
+    ],
+)
+async def test_watch_answers_json_stream_watch_to_kubectl_and_ndjson_otherwise(
+    api: httpx2.AsyncClient, accept: str, media_type: str
+) -> None:
+    await api.post(NODES, json=node("a"))
+    params = {"watch": "1", "resourceVersion": "0"}
+    async with api.stream("GET", NODES, params=params, headers={"Accept": accept}) as response:
+        assert response.headers["content-type"] == media_type
+        event = json.loads(await asyncio.wait_for(anext(response.aiter_lines()), 10))
+    assert event["object"]["metadata"]["name"] == "a"
+
+
+POD_PATH = "/api/v1/namespaces/default/pods"
+
+
+def pod(name: str, node_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node_name, "containers": [{"name": "main", "image": "x"}]},
+    }
+
+
+async def test_list_and_watch_filter_by_field_selector(api: httpx2.AsyncClient) -> None:
+    for name, node_name in [("a", "node-a"), ("b", "node-b"), ("c", "node-a")]:
+        assert (await api.post(POD_PATH, json=pod(name, node_name))).status_code == 201
+    listed = (await api.get(POD_PATH, params={"fieldSelector": "spec.nodeName=node-a"})).json()
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["a", "c"]
+    by_name = (await api.get("/api/v1/pods", params={"fieldSelector": "metadata.name=b"})).json()
+    assert [o["metadata"]["name"] for o in by_name["items"]] == ["b"]
+    params = {"resourceVersion": "0", "fieldSelector": "spec.nodeName=node-b"}
+    events = await asyncio.wait_for(read_events(api, POD_PATH, params, 1), 10)
+    assert [e["object"]["metadata"]["name"] for e in events] == ["b"]
+    store_params = {"resourceVersion": "0", "kind": "Pod", "fieldSelector": "metadata.name=c"}
+    events = await asyncio.wait_for(read_events(api, "/store/watch", store_params, 1), 10)
+    assert [e["object"]["metadata"]["name"] for e in events] == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        (POD_PATH, {"fieldSelector": "spec.hostname=x"}),
+        (POD_PATH, {"fieldSelector": "spec.hostname=x", "watch": "1"}),
+        (NODES, {"fieldSelector": "spec.nodeName=node-a", "watch": "1"}),
+        (CONFIGS, {"fieldSelector": "status.phase=Running"}),
+        ("/store/watch", {"kind": "Pod", "fieldSelector": "spec.hostname=x"}),
+    ],
+)
+async def test_an_unsupported_field_selector_is_400_naming_field_selector(
+    api: httpx2.AsyncClient, memory_store: MemoryStore, path: str, params: dict[str, str]
+) -> None:
+    body = assert_status(await api.get(path, params=params), 400, "BadRequest")
+    assert [c["field"] for c in body["details"]["causes"]] == ["fieldSelector"]
+    assert "field label not supported" in body["message"]
+    assert len(memory_store._watchers) == 0
 
 
 async def test_watch_in_a_namespace_sees_only_that_namespace(api: httpx2.AsyncClient) -> None:
@@ -311,6 +377,7 @@ async def test_watch_from_a_compacted_revision_is_410_before_streaming(
     await memory_store.compact(2)
     body = assert_status(await api.get(NODES, params={"watch": "1", "resourceVersion": "1"}), 410, "Expired")
     assert "compacted" in body["message"]
+    assert len(memory_store._watchers) == 0
     events = await asyncio.wait_for(read_events(api, NODES, {"resourceVersion": "2"}, 1), 10)
     assert events[0]["object"]["metadata"]["name"] == "c"
 
@@ -342,10 +409,12 @@ async def _all_lines(response: httpx2.Response) -> list[str]:
     return [line async for line in response.aiter_lines()]
 
 
-async def test_a_client_leaving_closes_the_store_watch(api: httpx2.AsyncClient, memory_store: MemoryStore) -> None:
+async def test_a_client_leaving_an_idle_watch_exits_the_store_watch(
+    api: httpx2.AsyncClient, memory_store: MemoryStore
+) -> None:
     async with api.stream("GET", NODES, params={"watch": "1"}) as response:
         assert response.status_code == 200
-        assert len(memory_store._watchers) == 1
+        assert len(memory_store._watchers) == 1  # no event was ever sent: only the disconnect can end it
     for _ in range(200):  # the server notices the disconnect asynchronously; bounded poll
         if not memory_store._watchers:
             break

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.server.bodies import decode_body, json_tree
+from devplace.api.manifests import json_tree
+from devplace.server.bodies import decode_body
 from devplace.server.errors import http_status
 
 json_values = st.recursive(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from devplace.server.resources import (
     list_body,
     prepare_write,
     resolve,
+    watch_media_type,
     watch_response,
 )
 from devplace.store.base import Event
@@ -155,26 +155,109 @@ def test_list_body_is_a_kind_list_at_the_requested_group_version() -> None:
     }
 
 
-async def _one_then_gone() -> AsyncIterator[Event]:
-    yield Event("ADDED", {"kind": "Node", "metadata": {"name": "a", "resourceVersion": "3"}}, 3)
-    await asyncio.sleep(0)
-    raise errors.Gone("revision 3 has been compacted")
+class _Stream:
+    """A store watch stand-in: `events` to deliver, then `failure` (or the end); records entry and exit."""
+
+    def __init__(
+        self,
+        events: list[Event],
+        failure: errors.DevplaceError | None = None,
+        *,
+        refuse: bool = False,
+        idle: bool = False,
+    ) -> None:
+        self.events = list(events)
+        self.failure = failure
+        self.refuse = refuse  # the failure is raised at entry
+        self.idle = idle  # after the events, wait forever (an idle watch)
+        self.log: list[str] = []
+
+    @property
+    def revision(self) -> int:
+        return 0
+
+    async def __aenter__(self) -> _Stream:
+        self.log.append("enter")
+        if self.refuse and self.failure is not None:
+            raise self.failure
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.log.append("exit")
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> Event:
+        await asyncio.sleep(0)
+        if self.events:
+            return self.events.pop(0)
+        if self.idle:
+            await asyncio.Event().wait()
+        if self.failure is not None:
+            raise self.failure
+        raise StopAsyncIteration
 
 
-async def _gone_at_once() -> AsyncIterator[Event]:
-    raise errors.Gone("revision 1 has been compacted")
-    yield  # pragma: no cover
+ADDED = Event("ADDED", {"kind": "Node", "metadata": {"name": "a", "resourceVersion": "3"}}, 3)
 
 
-async def test_a_watch_that_fails_at_once_raises_before_any_byte_is_streamed() -> None:
+async def test_a_watch_refused_at_entry_raises_before_any_response_exists() -> None:
+    stream = _Stream([], errors.Gone("revision 1 has been compacted"), refuse=True)
     with pytest.raises(errors.Gone):
-        await watch_response(_gone_at_once(), since=1, timeout=None)
+        await watch_response(stream, timeout=None)
+    assert stream.log == ["enter"]
 
 
 async def test_a_watch_that_fails_mid_stream_ends_with_an_error_event_carrying_the_status() -> None:
-    response = await watch_response(_one_then_gone(), since=2, timeout=None)
-    assert response.headers["x-devplace-watch-from"] == "2"
+    stream = _Stream([ADDED], errors.Gone("revision 3 has been compacted"))
+    response = await watch_response(stream, timeout=None)
     lines = [json.loads(chunk) async for chunk in response.body_iterator]  # type: ignore[attr-defined]
     assert [line["type"] for line in lines] == ["ADDED", "ERROR"]
     assert lines[1]["object"]["code"] == 410
     assert lines[1]["object"]["reason"] == "Expired"
+
+
+async def test_the_response_exits_the_store_watch_when_the_stream_ends() -> None:
+    stream = _Stream([ADDED])
+    response = await watch_response(stream, timeout=None)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.Event().wait()  # the client never leaves
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+    assert stream.log == ["enter", "exit"]
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body", "http.response.body"]
+
+
+async def test_the_response_exits_the_store_watch_when_the_client_leaves_before_any_event() -> None:
+    stream = _Stream([], idle=True)
+    response = await watch_response(stream, timeout=None)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+    assert stream.log == ["enter", "exit"]
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (None, "application/x-ndjson"),
+        ("*/*", "application/x-ndjson"),
+        ("application/json", "application/json;stream=watch"),
+        ("application/json;as=Table;v=v1;g=meta.k8s.io, application/json", "application/json;stream=watch"),
+        ("application/x-ndjson, application/json", "application/x-ndjson"),
+    ],
+)
+def test_watch_media_type_follows_the_accept_header(accept: str | None, expected: str) -> None:
+    assert watch_media_type(accept) == expected

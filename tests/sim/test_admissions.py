@@ -235,3 +235,13 @@ def test_class_units_without_a_chosen_device_or_plugin_stay_class_requests():
         ContainerNeed("a", {"devplace.io/gpu-a": 1, "rc.devplace.io/fast-gpu": 2}),
         ContainerNeed("b", {"rc.devplace.io/cams": 1}),
     ]
+
+
+def test_the_kubelets_status_keeps_the_schedulers_condition():
+    scheduled = {"type": "PodScheduled", "status": "True"}
+    current = {"conditions": [scheduled, {"type": "Ready", "status": "False"}]}
+    running = admissions.running_status(["main"], "t0")
+    assert admissions.merged_status(current, running)["conditions"] == [scheduled, *running["conditions"]]
+    failed = admissions.failed_status("OutOfx.io/d", "no", "t0")
+    assert admissions.merged_status(current, failed) == {**failed, "conditions": current["conditions"]}
+    assert admissions.merged_status(None, failed) == failed

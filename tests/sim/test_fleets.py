@@ -14,6 +14,7 @@ from devplace.deviceplugin import constants
 from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.sim import Fleet
 from devplace.store import MemoryStore
+from devplace.supervisors import Supervisor
 from tests.sim.plugins import FakePlugin
 
 CONFIG = """
@@ -36,10 +37,10 @@ async def fleet() -> AsyncIterator[Fleet]:
         yield running
 
 
-async def test_apply_creates_validated_objects_and_reapplying_the_same_manifest_writes_nothing(fleet):
+async def test_apply_stores_validated_objects_as_written_and_reapplying_the_same_manifest_writes_nothing(fleet):
     [created] = await fleet.apply(CONFIG)
     assert created["metadata"]["namespace"] == "default"
-    assert created["spec"]["uniqueDevices"] is True
+    assert created["spec"] == {"discoveryHandler": {"name": "sim"}, "capacity": 2}  # as written, as the server stores
     revision = await fleet.store.revision()
     [again] = await fleet.apply(CONFIG)
     assert again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
@@ -74,6 +75,32 @@ async def test_a_bad_document_is_refused_naming_it_and_its_field_and_nothing_is_
     assert await fleet.list("Configuration") == []
     with pytest.raises(errors.Invalid, match="document 1"):
         await fleet.apply({"apiVersion": "v1", "kind": "Nope", "metadata": {"name": "x"}})
+
+
+def _resource_class(name: str, term: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "devplace.io/v1alpha1",
+        "kind": "ResourceClass",
+        "metadata": {"name": name},
+        "spec": {"resourceSelector": [term]},
+    }
+
+
+async def test_apply_refuses_what_the_api_server_refuses_a_dangling_class_reference_and_a_spec_change(fleet):
+    with pytest.raises(errors.Invalid) as dangling:
+        await fleet.apply(_resource_class("any-gpu", {"classRef": "gpu"}))
+    assert [f.path for f in dangling.value.fields] == ["spec.resourceSelector[0].classRef"]
+    assert await fleet.list("ResourceClass") == []
+    gpu = {"matchExpressions": [{"key": "Kind", "operator": "In", "values": ["gpu"]}]}
+    await fleet.apply(_resource_class("gpu", gpu))
+    [any_gpu] = await fleet.apply(_resource_class("any-gpu", {"classRef": "gpu"}))
+    with pytest.raises(errors.Invalid) as immutable:
+        await fleet.apply(_resource_class("gpu", {**gpu, "matchExpressions": [{"key": "Kind", "operator": "Exists"}]}))
+    assert [f.path for f in immutable.value.fields] == ["spec"]
+    stored = await fleet.get("ResourceClass", "gpu")
+    assert stored is not None
+    assert stored["spec"] == {"resourceSelector": [gpu]}
+    assert any_gpu["spec"] == {"resourceSelector": [{"classRef": "gpu"}]}
 
 
 async def test_get_list_and_delete_resolve_kinds_and_namespaces(fleet):
@@ -214,19 +241,20 @@ class _Labeller:
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        async for change in self.store.watch("Node", since=0):
-            if change.type == "DELETED" or "seen" in (change.object["metadata"].get("labels") or {}):
-                continue
-            self._busy = True
-            try:
-                node = change.object
-                node["metadata"].setdefault("labels", {})["seen"] = "yes"
+        async with self.store.watch("Node", since=0) as changes:
+            async for change in changes:
+                if change.type == "DELETED" or "seen" in (change.object["metadata"].get("labels") or {}):
+                    continue
+                self._busy = True
                 try:
-                    await self.store.update(node)
-                except errors.Conflict:
-                    pass
-            finally:
-                self._busy = False
+                    node = change.object
+                    node["metadata"].setdefault("labels", {})["seen"] = "yes"
+                    try:
+                        await self.store.update(node)
+                    except errors.Conflict:
+                        pass
+                finally:
+                    self._busy = False
 
     async def stop(self) -> None:
         self.stopped = True
@@ -251,3 +279,99 @@ async def test_cluster_level_parts_run_beside_the_nodes_and_settle_waits_for_the
         with pytest.raises(errors.Invalid):
             fleet.part("nope")
     assert part.stopped
+
+
+class _Doomed:
+    """A part whose one loop fails for good: its supervisor may not restart it."""
+
+    def __init__(self, store: Any, clock: FakeClock) -> None:
+        self.supervisor = Supervisor("doomed")
+
+    async def start(self) -> None:
+        async def broken() -> None:
+            raise ValueError("the doomed loop broke")
+
+        self.supervisor.loop("broken", broken, restart=False)
+
+    async def stop(self) -> None:
+        await self.supervisor.stop()
+
+    def is_idle(self) -> bool:
+        return self.supervisor.idle
+
+
+async def test_settle_raises_a_parts_fatal_failure_as_it_is(fleet):
+    fleet.add_part("doomed", _Doomed)
+    with pytest.raises(ValueError, match="the doomed loop broke"):
+        await fleet.settle()
+
+
+async def test_a_fleet_runs_the_scheduler_and_the_controller_by_default_and_can_do_without():
+    async with Fleet() as fleet:
+        assert {type(fleet.scheduler).__name__, type(fleet.controller).__name__} == {"Scheduler", "Controller"}
+        fleet.add_node("node-a")
+        pod = await fleet.run_pod("free", requests={"cpu": "1"})
+        assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == ("node-a", "Running")
+        scheduled = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert [c["status"] for c in scheduled] == ["True"]
+    async with Fleet(scheduler=False, controller=False) as bare:
+        bare.add_node("node-a")
+        with pytest.raises(errors.Invalid, match="no part 'scheduler'"):
+            bare.part("scheduler")
+        with pytest.raises(errors.Invalid, match="runs no scheduler"):
+            await bare.run_pod("free", requests={"cpu": "1"})
+
+
+async def test_run_pod_without_a_node_returns_the_schedulers_refusal_while_pending():
+    async with Fleet() as fleet:
+        fleet.add_node("node-a")
+        pod = await fleet.run_pod("huge", requests={"cpu": "64"})
+        assert pod["status"].get("phase", "Pending") == "Pending"
+        assert not pod["spec"].get("nodeName")
+        [condition] = pod["status"]["conditions"]
+        assert (condition["type"], condition["status"], condition["reason"]) == (
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+        )
+        assert condition["message"] == "0/1 nodes are available: 1 insufficient cpu."
+
+
+async def test_a_restarted_part_is_a_fresh_one_that_settles_again():
+    async with Fleet() as fleet:
+        fleet.add_node("node-a")
+        await fleet.settle()
+        before = fleet.controller
+        await fleet.restart_part("controller")
+        await fleet.settle()
+        assert fleet.controller is not before
+        assert fleet.controller.is_idle()
+        with pytest.raises(errors.Invalid):
+            await fleet.restart_part("nope")
+
+
+async def test_a_node_taken_down_is_not_waited_for_and_comes_back_with_its_node_object():
+    async with Fleet() as fleet:
+        fleet.add_node("node-a")
+        fleet.add_node("node-b")
+        fleet.plug("cam-1", ["node-a", "node-b"])
+        await fleet.apply(CONFIG)
+        await fleet.settle()
+        [instance] = await fleet.list("Instance")
+        pod = await fleet.run_pod("p", node="node-b", requests={f"devplace.io/{instance['metadata']['name']}": 1})
+        assert pod["status"]["phase"] == "Running"
+
+        await fleet.stop_node("node-b")
+        await fleet.settle()  # the controller drops the deleted node and frees its slot
+        assert fleet.is_down("node-b")
+        assert await fleet.get("Node", "node-b") is None
+        [instance] = await fleet.list("Instance")
+        assert instance["spec"]["nodes"] == ["node-a"]
+        assert set(instance["spec"]["deviceUsage"].values()) == {""}
+
+        await fleet.start_node("node-b")
+        await fleet.settle()
+        assert not fleet.is_down("node-b")
+        assert await fleet.get("Node", "node-b") is not None
+        [instance] = await fleet.list("Instance")
+        assert sorted(instance["spec"]["nodes"]) == ["node-a", "node-b"]

@@ -405,6 +405,54 @@ async def test_a_resource_class_request_is_served_by_the_devices_the_scheduler_a
     assert kubelet.available() == {"devplace.io/gpu-a": 0, "devplace.io/gpu-b": 0}
 
 
-async def test_a_resource_class_request_without_the_schedulers_choice_is_out_of_the_class(kubelet, memory_store):
+async def test_a_resource_class_request_without_the_schedulers_choice_fails_admission(kubelet, memory_store):
     result = await admitted(memory_store, kubelet, pod("p1", [{"name": "main", "requests": {"rc.devplace.io/x": 1}}]))
-    assert result["status"]["reason"] == "OutOfrc.devplace.io/x"
+    assert result["status"]["phase"] == "Failed"
+    assert result["status"]["reason"] == "UnexpectedAdmissionError"
+    assert result["status"]["message"] == (
+        "resource class rc.devplace.io/x requested but no device was chosen for it "
+        "(no scheduler.alpha.kubernetes.io/resClass_x_<device> annotation): resource classes are served only to "
+        "pods bound by the devplace scheduler"
+    )
+
+
+async def test_a_class_choice_naming_a_device_without_a_plugin_here_fails_admission(
+    kubelet, plugin_factory, memory_store
+):
+    gpu_a = await registered(kubelet, await plugin_factory(resource="devplace.io/gpu-a", devices={"s0": H}))
+    obj = pod("p1", [{"name": "main", "requests": {"rc.devplace.io/fast-gpu": 2}}])
+    obj["metadata"]["annotations"] = {
+        "scheduler.alpha.kubernetes.io/resClass_fast-gpu_gpu-a": "1",
+        "scheduler.alpha.kubernetes.io/resClass_fast-gpu_gpu-z": "1",
+    }
+    result = await admitted(memory_store, kubelet, obj)
+    assert result["status"]["reason"] == "UnexpectedAdmissionError"
+    assert result["status"]["message"] == (
+        "resource class rc.devplace.io/fast-gpu: 1 more device(s) requested than the scheduler's choice "
+        "(gpu-a=1, gpu-z=1) can serve on node node-a (a chosen device has no device plugin here, or too few were "
+        "chosen)"
+    )
+    assert gpu_a.allocations == []  # nothing allocated for a pod that cannot run
+
+
+async def test_an_unexpected_error_in_admission_is_logged_and_the_kubelet_keeps_admitting(
+    kubelet, plugin_factory, memory_store, caplog
+):
+    await registered(kubelet, await plugin_factory(devices={"d0": H}))
+    real_admit = kubelet._admit
+
+    async def buggy_admit(obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "bug":
+            raise RuntimeError("a bug in admission")
+        await real_admit(obj)
+
+    kubelet._admit = buggy_admit  # type: ignore[method-assign]
+    await memory_store.create(pod("bug", [{"name": "main", "requests": {RES: 1}}]))
+    await eventually(lambda: kubelet.supervisor.restarts.get("admissions") == 1)
+    result = await admitted(memory_store, kubelet, pod("p2", [{"name": "main", "requests": {RES: 1}}]))
+    assert result["status"]["phase"] == "Running"
+    assert "status" not in await memory_store.get("Pod", "bug", "default")  # seen once, never retried
+    failures = [r for r in caplog.records if r.getMessage() == "kubelet node-a: admissions failed"]
+    assert len(failures) == 1
+    assert failures[0].exc_info is not None
+    assert str(failures[0].exc_info[1]) == "a bug in admission"

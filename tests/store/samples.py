@@ -25,6 +25,17 @@ def node(name: str, *, labels: dict[str, str] | None = None, spec: dict | None =
     return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec or {}}
 
 
+def pod(name: str, namespace: str = "default", node_name: str = "", *, labels: dict[str, str] | None = None) -> dict:
+    """A Pod bound to `node_name` (unbound when empty: no `spec.nodeName`)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        meta["labels"] = labels
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "x"}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
 def rv(obj: dict) -> int:
     return int(obj["metadata"]["resourceVersion"])
 

@@ -10,7 +10,6 @@ import asyncio
 import copy
 import itertools
 from collections.abc import Awaitable
-from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from devplace.api import selectors
 from devplace.clocks import FakeClock
 from devplace.store import Event, Store, mutate
 from tests.store.conftest import BACKENDS, MODEL_EXAMPLES, BackendFactory
-from tests.store.samples import WATCH_BOUND, configmap, node, rv, summary, take
+from tests.store.samples import WATCH_BOUND, configmap, node, pod, rv, summary, take
 
 # -- create / get / list -------------------------------------------------------------------------------------
 
@@ -173,6 +172,59 @@ async def test_list_filters_by_label_selector(store: Store, selector: str, expec
 async def test_list_with_a_malformed_selector_is_invalid(store: Store) -> None:
     with pytest.raises(errors.Invalid):
         await store.list("ConfigMap", selector="app in (")
+
+
+PODS = [("web", "default", "node-a"), ("db", "default", "node-b"), ("web", "edge", "node-a"), ("idle", "edge", "")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ("spec.nodeName=node-a", [("default", "web"), ("edge", "web")]),
+        ("spec.nodeName==node-a", [("default", "web"), ("edge", "web")]),
+        ("spec.nodeName!=node-a", [("default", "db"), ("edge", "idle")]),
+        ("spec.nodeName=", [("edge", "idle")]),  # an absent field reads as "": unbound Pods
+        ("metadata.name=web", [("default", "web"), ("edge", "web")]),
+        ("metadata.namespace=edge", [("edge", "idle"), ("edge", "web")]),
+        ("metadata.namespace=edge,spec.nodeName=node-a", [("edge", "web")]),
+        ("metadata.name=web,metadata.name!=web", []),
+        ("", [("default", "db"), ("default", "web"), ("edge", "idle"), ("edge", "web")]),
+    ],
+)
+async def test_list_filters_by_field_selector(store: Store, fields: str, expected: list[tuple[str, str]]) -> None:
+    for name, namespace, node_name in PODS:
+        await store.create(pod(name, namespace, node_name))
+    listed = await store.list("Pod", fields=fields)
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in listed.items] == expected
+
+
+async def test_list_combines_namespace_label_and_field_selectors(store: Store) -> None:
+    await store.create(pod("a", "default", "node-a", labels={"app": "web"}))
+    b = await store.create(pod("b", "default", "node-a", labels={"app": "db"}))
+    await store.create(pod("c", "edge", "node-a", labels={"app": "db"}))
+    await store.create(pod("d", "default", "node-b", labels={"app": "db"}))
+    listed = await store.list("Pod", "default", "app=db", fields="spec.nodeName=node-a")
+    assert listed.items == [b]
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields"),
+    [
+        ("Pod", "spec.hostname=x"),  # a real Pod field, but not one Pods can be selected on
+        ("ConfigMap", "spec.nodeName=node-a"),  # a Pod's field label, not a ConfigMap's
+        ("Pod", "spec.nodeName"),  # no operator
+    ],
+)
+async def test_a_field_selector_on_an_unsupported_field_is_invalid_naming_field_selector(
+    store: Store, kind: str, fields: str
+) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        await store.list(kind, fields=fields)
+    assert [f.path for f in caught.value.fields] == ["fieldSelector"]
+    with pytest.raises(errors.Invalid) as caught:
+        async with store.watch(kind, fields=fields):
+            pytest.fail("entered a watch with an unsupported field selector")
+    assert [f.path for f in caught.value.fields] == ["fieldSelector"]
 
 
 # -- update (compare-and-swap) -------------------------------------------------------------------------------
@@ -340,11 +392,11 @@ async def test_returned_dicts_are_copies_the_caller_may_mutate(store: Store) -> 
         returned["data"]["x"] = "mutated"
         returned["metadata"]["labels"]["k"] = "mutated"
         returned["metadata"]["resourceVersion"] = "999"
-    async with aclosing(store.watch("ConfigMap", since=since)) as stream:
+    async with store.watch("ConfigMap", since=since) as stream:
         (event,) = await take(stream, 1)
         event.object["data"]["x"] = "mutated"
     assert await store.get("ConfigMap", "a", "default") == pristine
-    async with aclosing(store.watch("ConfigMap", since=since)) as stream:
+    async with store.watch("ConfigMap", since=since) as stream:
         assert (await take(stream, 1))[0].object == pristine
 
     update = copy.deepcopy(pristine)
@@ -394,7 +446,7 @@ async def test_failed_writes_do_not_consume_revisions(store: Store) -> None:
 
 async def test_watch_delivers_added_modified_deleted_in_order_with_the_exact_objects(store: Store) -> None:
     start = await store.revision()
-    async with aclosing(store.watch("ConfigMap", "default", since=start)) as stream:
+    async with store.watch("ConfigMap", "default", since=start) as stream:
         created = await store.create(configmap("a", x="1"))
         change = copy.deepcopy(created)
         change["data"]["x"] = "2"
@@ -412,7 +464,7 @@ async def test_watch_replays_history_after_since_then_goes_live(store: Store) ->
     a = await store.create(configmap("a"))
     b = await store.create(configmap("b"))
     c = await store.create(configmap("c"))
-    async with aclosing(store.watch("ConfigMap", since=rv(a))) as stream:
+    async with store.watch("ConfigMap", since=rv(a)) as stream:
         replayed = await take(stream, 2)
         d = await store.create(configmap("d"))
         (live,) = await take(stream, 1)
@@ -423,14 +475,14 @@ async def test_watch_replays_history_after_since_then_goes_live(store: Store) ->
 
 async def test_watch_from_zero_replays_everything(store: Store) -> None:
     written = [await store.create(configmap(f"o{i}")) for i in range(5)]
-    async with aclosing(store.watch(since=0)) as stream:
+    async with store.watch(since=0) as stream:
         events = await take(stream, 5)
     assert [e.object for e in events] == written
     assert [e.revision for e in events] == [1, 2, 3, 4, 5]
 
 
 async def test_watch_filters_by_kind(store: Store) -> None:
-    async with aclosing(store.watch("Node", since=0)) as stream:
+    async with store.watch("Node", since=0) as stream:
         await store.create(configmap("a"))
         n1 = await store.create(node("n1"))
         await store.create(configmap("b"))
@@ -440,7 +492,7 @@ async def test_watch_filters_by_kind(store: Store) -> None:
 
 
 async def test_watch_filters_by_namespace(store: Store) -> None:
-    async with aclosing(store.watch("ConfigMap", "one", since=0)) as stream:
+    async with store.watch("ConfigMap", "one", since=0) as stream:
         await store.create(configmap("a", "two"))
         mine = await store.create(configmap("a", "one"))
         await store.create(configmap("b", "two"))
@@ -451,7 +503,7 @@ async def test_watch_filters_by_namespace(store: Store) -> None:
 
 
 async def test_watch_of_every_kind_sees_every_write(store: Store) -> None:
-    async with aclosing(store.watch(since=0)) as stream:
+    async with store.watch(since=0) as stream:
         await store.create(configmap("a", "one"))
         await store.create(node("n"))
         await store.delete("Node", "n")
@@ -464,7 +516,7 @@ async def test_watch_of_every_kind_sees_every_write(store: Store) -> None:
 
 
 async def test_watch_filters_by_label_selector(store: Store) -> None:
-    async with aclosing(store.watch("ConfigMap", selector="tier in (gpu),app!=db", since=0)) as stream:
+    async with store.watch("ConfigMap", selector="tier in (gpu),app!=db", since=0) as stream:
         await store.create(configmap("cpu", labels={"tier": "cpu"}))
         gpu = await store.create(configmap("gpu", labels={"tier": "gpu"}))
         await store.create(configmap("db-gpu", labels={"tier": "gpu", "app": "db"}))
@@ -474,54 +526,97 @@ async def test_watch_filters_by_label_selector(store: Store) -> None:
     assert [e.object for e in events] == [gpu, sentinel]
 
 
-async def test_watch_since_none_starts_at_the_current_revision(store: Store) -> None:
-    before = await store.create(configmap("before"))
-    async with aclosing(store.watch("ConfigMap", since=None)) as stream:
-        first = asyncio.ensure_future(anext(stream))
-        # The watch has started once a write made after it shows up: write markers until one does (bounded).
-        markers = []
-        for i in range(200):
-            await asyncio.sleep(0.005 if i else 0)
-            if first.done():
-                break
-            markers.append(await store.create(configmap(f"marker-{i}")))
-        event = await asyncio.wait_for(first, WATCH_BOUND)
-    assert event.object["metadata"]["name"] != "before"
-    assert event.revision > rv(before)
-    assert event.object in markers
+async def test_watch_filters_by_field_selector(store: Store) -> None:
+    async with store.watch("Pod", fields="spec.nodeName=node-a", since=0) as stream:
+        await store.create(pod("theirs", "default", "node-b"))
+        mine = await store.create(pod("mine", "default", "node-a"))
+        moved = copy.deepcopy(mine)
+        moved["spec"]["nodeName"] = "node-b"
+        await store.update(moved)  # no longer selected: Kubernetes' field-filtered watch does not send it either
+        await store.create(pod("unbound", "default", ""))
+        sentinel = await store.create(pod("sentinel", "edge", "node-a"))
+        events = await take(stream, 2)
+    assert [(e.type, e.object) for e in events] == [("ADDED", mine), ("ADDED", sentinel)]
+
+
+async def test_watch_filters_by_name_and_namespace_fields(store: Store) -> None:
+    async with store.watch("Pod", fields="metadata.name=web,metadata.namespace=edge", since=0) as stream:
+        await store.create(pod("web", "default", "node-a"))
+        await store.create(pod("db", "edge", "node-a"))
+        web = await store.create(pod("web", "edge", "node-a"))
+        gone = await store.delete("Pod", "web", "edge")
+        events = await take(stream, 2)
+    assert [(e.type, e.object) for e in events] == [("ADDED", web), ("DELETED", gone)]
+
+
+async def test_a_pod_watcher_sees_none_of_many_writes_of_another_kind(store: Store) -> None:
+    async with store.watch("Pod") as stream:
+        for i in range(300):
+            await store.create(configmap(f"noise-{i}"))
+        mine = await store.create(pod("mine", "default", "node-a"))
+        (event,) = await take(stream, 1)
+    assert (event.object, event.revision) == (mine, 301)
+
+
+async def test_watch_since_none_starts_at_the_head_at_entry_and_delivers_the_next_write(store: Store) -> None:
+    await store.create(configmap("before"))
+    async with store.watch("ConfigMap", since=None) as stream:
+        assert stream.revision == await store.revision() == 1
+        after = await store.create(configmap("after"))  # written right after entry: registered, so never missed
+        (event,) = await take(stream, 1)
+    assert (event.type, event.object, event.revision) == ("ADDED", after, 2)
+
+
+async def test_watch_since_a_revision_reports_it_as_its_start(store: Store) -> None:
+    for i in range(3):
+        await store.create(configmap(f"o{i}"))
+    async with store.watch("ConfigMap", since=1) as stream:
+        assert stream.revision == 1
+        assert [e.revision for e in await take(stream, 2)] == [2, 3]
+
+
+async def test_iterating_a_watch_that_was_not_entered_is_a_programming_error(store: Store) -> None:
+    with pytest.raises(RuntimeError):
+        await anext(store.watch(since=0))
+
+
+async def test_iterating_a_watch_after_leaving_it_is_a_programming_error(store: Store) -> None:
+    await store.create(configmap("o"))
+    async with store.watch(since=0) as stream:
+        pass
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(anext(stream), 5)
 
 
 async def test_watch_resumed_from_the_last_seen_revision_loses_and_repeats_nothing(store: Store) -> None:
     written = [await store.create(configmap(f"o{i}")) for i in range(6)]
-    async with aclosing(store.watch("ConfigMap", since=0)) as stream:
+    async with store.watch("ConfigMap", since=0) as stream:
         seen = await take(stream, 4)
     last_seen = seen[-1].revision
     for obj in written[:3]:
         written.append(await store.update(obj))
-    async with aclosing(store.watch("ConfigMap", since=last_seen)) as stream:
+    async with store.watch("ConfigMap", since=last_seen) as stream:
         rest = await take(stream, 5)
     assert [e.object for e in seen + rest] == written
     assert [e.revision for e in seen + rest] == list(range(1, 10))
 
 
 async def test_two_watchers_each_see_every_event(store: Store) -> None:
-    async with aclosing(store.watch(since=0)) as one, aclosing(store.watch(since=0)) as two:
+    async with store.watch(since=0) as one, store.watch(since=0) as two:
         written = [await store.create(configmap(f"o{i}")) for i in range(3)]
         assert [e.object for e in await take(one, 3)] == written
         assert [e.object for e in await take(two, 3)] == written
 
 
-async def test_watch_from_a_compacted_revision_raises_gone(store: Store) -> None:
+async def test_watch_from_a_compacted_revision_raises_gone_at_entry(store: Store) -> None:
     for i in range(5):
         await store.create(configmap(f"o{i}"))
     await store.compact(3)
-    async with aclosing(store.watch(since=2)) as stream:
+    for since in (2, 0):
         with pytest.raises(errors.Gone):
-            await take(stream, 1)
-    async with aclosing(store.watch(since=0)) as stream:
-        with pytest.raises(errors.Gone):
-            await take(stream, 1)
-    async with aclosing(store.watch(since=3)) as stream:
+            async with store.watch(since=since):
+                pytest.fail("entered a watch whose history was compacted")
+    async with store.watch(since=3) as stream:
         assert [e.revision for e in await take(stream, 2)] == [4, 5]
 
 
@@ -530,12 +625,12 @@ async def test_compaction_beyond_the_current_revision_stops_at_it(store: Store) 
     await store.create(configmap("b"))
     await store.compact(100)
     assert await store.revision() == 2
-    async with aclosing(store.watch(since=2)) as stream:
+    async with store.watch(since=2) as stream:
         c = await store.create(configmap("c"))
         assert [e.object for e in await take(stream, 1)] == [c]
-    async with aclosing(store.watch(since=1)) as stream:
-        with pytest.raises(errors.Gone):
-            await take(stream, 1)
+    with pytest.raises(errors.Gone):
+        async with store.watch(since=1):
+            pytest.fail("entered a watch whose history was compacted")
 
 
 async def test_compaction_keeps_the_objects(store: Store) -> None:
@@ -550,7 +645,7 @@ async def test_relisting_and_watching_from_the_list_revision_recovers_from_gone(
         await store.create(configmap(f"o{i}"))
     await store.compact(3)
     listed = await store.list("ConfigMap")
-    async with aclosing(store.watch("ConfigMap", since=listed.revision)) as stream:
+    async with store.watch("ConfigMap", since=listed.revision) as stream:
         late = await store.create(configmap("late"))
         assert [e.object for e in await take(stream, 1)] == [late]
 
@@ -627,7 +722,27 @@ async def test_operations_after_close_raise_unavailable(store: Store) -> None:
         with pytest.raises(errors.Unavailable):
             await attempt
     with pytest.raises(errors.Unavailable):
-        await anext(store.watch(since=0))
+        async with store.watch(since=0):
+            pytest.fail("entered a watch of a closed store")
+
+
+async def test_closing_the_store_ends_an_open_watch_with_unavailable(store: Store) -> None:
+    async with store.watch("ConfigMap") as stream:
+        waiting = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # the watcher is parked, waiting for an event
+        await store.close()
+        with pytest.raises(errors.Unavailable):
+            await asyncio.wait_for(waiting, WATCH_BOUND)
+
+
+async def test_closing_the_store_ends_a_watch_that_has_events_to_deliver_with_unavailable(store: Store) -> None:
+    for i in range(3):
+        await store.create(configmap(f"o{i}"))
+    async with store.watch("ConfigMap", since=0) as stream:
+        await take(stream, 1)
+        await store.close()
+        with pytest.raises(errors.Unavailable):
+            await take(stream, 2)
 
 
 # -- the model ------------------------------------------------------------------------------------------------
@@ -785,7 +900,7 @@ class StoreMatchesModel(RuleBasedStateMachine):
     @rule()
     def replay_history(self) -> None:
         async def replay() -> list[Event]:
-            async with aclosing(self.store.watch(since=self.compacted)) as stream:
+            async with self.store.watch(since=self.compacted) as stream:
                 return await take(stream, self.revision - self.compacted)
 
         events = self.run(replay())
@@ -796,8 +911,8 @@ class StoreMatchesModel(RuleBasedStateMachine):
     @rule()
     def watch_before_compaction_is_gone(self) -> None:
         async def attempt() -> None:
-            async with aclosing(self.store.watch(since=self.compacted - 1)) as stream:
-                await anext(stream)
+            async with self.store.watch(since=self.compacted - 1):
+                pytest.fail("entered a watch whose history was compacted")
 
         with pytest.raises(errors.Gone):
             self.run(attempt())

@@ -1,4 +1,5 @@
-"""What only the memory backend promises: Python values kept as given, even those JSON would change.
+"""What only the memory backend promises: Python values kept as given, even those JSON would change; watchers that
+queue only what they select, bounded.
 
 Wire objects are copied through their JSON encoding, anything else by deep copy; either way nothing the store
 keeps is shared with a caller. The contract suite (test_contract.py) covers the rest.
@@ -10,14 +11,15 @@ import copy
 import datetime
 import enum
 import math
-from contextlib import aclosing
 from typing import Any
 
 import pytest
 
+from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.store import MemoryStore
-from tests.store.samples import configmap, node, take
+from devplace.store import memory as memory_backend
+from tests.store.samples import configmap, node, pod, take
 
 
 class Colour(enum.StrEnum):
@@ -53,7 +55,7 @@ async def test_values_json_would_change_are_kept_as_given_and_never_shared(store
     updated = await store.update(created)
     assert updated["status"]["w"] == value
     assert type(updated["status"]["w"]) is type(value)
-    async with aclosing(store.watch("Node", since=0)) as stream:
+    async with store.watch("Node", since=0) as stream:
         events = await take(stream, 2)
     assert [type(e.object["spec"]["v"]) for e in events] == [type(value)] * 2
 
@@ -74,7 +76,7 @@ async def test_copies_of_a_wire_object_are_equal_and_independent_everywhere(stor
     created = await store.create(configmap("a", labels={"k": "v"}, x="1"))
     got = await store.get("ConfigMap", "a", "default")
     listed = (await store.list("ConfigMap")).items[0]
-    async with aclosing(store.watch("ConfigMap", since=0)) as stream:
+    async with store.watch("ConfigMap", since=0) as stream:
         (event,) = await take(stream, 1)
     copies = [created, got, listed, event.object]
     assert all(c == created for c in copies)
@@ -88,9 +90,47 @@ async def test_a_deleted_object_is_returned_and_watched_at_the_deletion_revision
     gone_cm = await store.delete("ConfigMap", "a", "default")
     assert (gone_node["metadata"]["resourceVersion"], gone_node["spec"]["v"]) == ("3", ("kept", "tuple"))
     assert (gone_cm["metadata"]["resourceVersion"], gone_cm["data"]) == ("4", {"x": "1"})
-    async with aclosing(store.watch(since=2)) as stream:
+    async with store.watch(since=2) as stream:
         events = await take(stream, 2)
     assert [(e.type, e.object) for e in events] == [("DELETED", gone_node), ("DELETED", gone_cm)]
     gone_cm["data"]["x"] = "mutated"
-    async with aclosing(store.watch(since=3)) as stream:
+    async with store.watch(since=3) as stream:
         assert (await take(stream, 1))[0].object["data"] == {"x": "1"}
+
+
+# -- watchers ---------------------------------------------------------------------------------------------------
+
+
+async def test_a_pod_watcher_queues_none_of_20000_configmap_writes(store: MemoryStore) -> None:
+    async with store.watch("Pod", fields="spec.nodeName=node-a") as stream:
+        for i in range(20_000):
+            await store.create(configmap(f"noise-{i}"))
+        assert len(stream._pending) == 0
+        assert not stream._overflowed
+        mine = await store.create(pod("mine", "default", "node-a"))
+        (event,) = await take(stream, 1)
+    assert (event.object, event.revision) == (mine, 20_001)
+
+
+async def test_a_watcher_that_does_not_read_queues_at_most_the_limit_then_replays_every_event_in_order(
+    store: MemoryStore,
+) -> None:
+    limit = memory_backend._PENDING_LIMIT
+    async with store.watch("ConfigMap") as stream:
+        written = [await store.create(configmap(f"o{i}")) for i in range(limit + 500)]
+        assert len(stream._pending) <= limit
+        events = await take(stream, len(written))
+    assert [(e.object, e.revision) for e in events] == [(obj, i + 1) for i, obj in enumerate(written)]
+
+
+async def test_an_overflowed_watcher_whose_history_was_compacted_raises_gone(clock: FakeClock) -> None:
+    limit = memory_backend._PENDING_LIMIT
+    store = MemoryStore(clock=clock, history_limit=limit // 2)
+    try:
+        async with store.watch("ConfigMap") as stream:
+            for i in range(limit + 1):
+                await store.create(configmap(f"o{i}"))
+            with pytest.raises(errors.Gone):
+                await take(stream, 1)
+    finally:
+        await store.close()

@@ -6,12 +6,12 @@ the server going away and coming back, losing and repeating nothing (or raising 
 from __future__ import annotations
 
 import asyncio
-from contextlib import aclosing
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
-from fastapi.responses import Response
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
 
 from devplace import errors
 from devplace.clocks import FakeClock
@@ -116,15 +116,15 @@ async def test_a_watch_resumes_across_a_server_restart_losing_and_repeating_noth
     port = free_port()
     store = RemoteStore(f"http://127.0.0.1:{port}")
     try:
-        async with running(app, port=port, shutdown_timeout=0):
-            await store.create(node("a"))
-            stream = store.watch("Node", since=0)
-            (first,) = await take(stream, 1)
-        await backing.create(node("b"))  # written while the server is down
-        async with running(app, port=port, shutdown_timeout=0):
-            c = await store.create(node("c"))
-            rest = await take(stream, 2)
-        await stream.aclose()  # type: ignore[attr-defined]
+        async with AsyncExitStack() as watching:
+            async with running(app, port=port, shutdown_timeout=0):
+                await store.create(node("a"))
+                stream = await watching.enter_async_context(store.watch("Node", since=0))
+                (first,) = await take(stream, 1)
+            await backing.create(node("b"))  # written while the server is down
+            async with running(app, port=port, shutdown_timeout=0):
+                c = await store.create(node("c"))
+                rest = await take(stream, 2)
     finally:
         await store.close()
     assert [(e.type, e.object["metadata"]["name"], e.revision) for e in [first, *rest]] == [
@@ -141,16 +141,17 @@ async def test_a_watch_resuming_after_compaction_raises_gone() -> None:
     port = free_port()
     store = RemoteStore(f"http://127.0.0.1:{port}")
     try:
-        async with running(app, port=port, shutdown_timeout=0):
-            await store.create(configmap("a"))
-            stream = store.watch("ConfigMap", since=0)
-            await take(stream, 1)
-        await backing.create(configmap("b"))
-        await backing.create(configmap("c"))
-        await backing.compact(2)  # the watch's next revision (2) is gone
-        async with running(app, port=port, shutdown_timeout=0):
-            with pytest.raises(errors.Gone):
+        async with AsyncExitStack() as watching:
+            async with running(app, port=port, shutdown_timeout=0):
+                await store.create(configmap("a"))
+                stream = await watching.enter_async_context(store.watch("ConfigMap", since=0))
                 await take(stream, 1)
+            await backing.create(configmap("b"))
+            await backing.create(configmap("c"))
+            await backing.compact(2)  # the watch's next revision (2) is gone
+            async with running(app, port=port, shutdown_timeout=0):
+                with pytest.raises(errors.Gone):
+                    await take(stream, 1)
     finally:
         await store.close()
 
@@ -159,30 +160,83 @@ async def test_a_watch_whose_server_never_returns_gives_up_with_unavailable(cloc
     port = free_port()
     backing = MemoryStore()
     store = RemoteStore(f"http://127.0.0.1:{port}", clock=clock)
-    async with running(create_app(backing, fleet_api=False), port=port, shutdown_timeout=0):
-        await store.create(node("a"))
-        stream = store.watch("Node", since=0)
-        await take(stream, 1)
-    pending = asyncio.ensure_future(anext(stream))
-    for _ in range(200):  # drive the reconnect backoff on the fake clock (bounded)
-        if pending.done():
-            break
-        await clock.advance(1)
-        await asyncio.sleep(0.01)
-    with pytest.raises(errors.Unavailable):
-        await asyncio.wait_for(pending, WATCH_BOUND)
+    async with AsyncExitStack() as watching:
+        async with running(create_app(backing, fleet_api=False), port=port, shutdown_timeout=0):
+            await store.create(node("a"))
+            stream = await watching.enter_async_context(store.watch("Node", since=0))
+            await take(stream, 1)
+        pending = asyncio.ensure_future(anext(stream))
+        for _ in range(200):  # drive the reconnect backoff on the fake clock (bounded)
+            if pending.done():
+                break
+            await clock.advance(1)
+            await asyncio.sleep(0.01)
+        with pytest.raises(errors.Unavailable):
+            await asyncio.wait_for(pending, WATCH_BOUND)
     await store.close()
 
 
-async def test_closing_the_store_ends_an_open_watch_with_unavailable(memory_store: MemoryStore) -> None:
+async def test_entering_a_watch_opens_its_stream_and_closing_the_store_ends_it_with_unavailable(
+    memory_store: MemoryStore,
+) -> None:
+    await memory_store.create(node("before"))
     async with serve_app(create_app(memory_store, fleet_api=False)) as url:
         store = RemoteStore(url)
-        async with aclosing(store.watch("Node")) as stream:
+        async with store.watch("Node") as stream:
+            assert len(memory_store._watchers) == 1  # the server's store watch is registered: the stream is open
+            assert stream.revision == 1  # from "now", asked of the server before the stream opened
             pending = asyncio.ensure_future(anext(stream))
-            await asyncio.sleep(0.2)  # let the stream open (a real wait for I/O, not for behaviour)
+            await asyncio.sleep(0)  # the reader is waiting on the open stream
             await store.close()
             with pytest.raises(errors.Unavailable):
                 await asyncio.wait_for(pending, WATCH_BOUND)
+        for _ in range(200):  # the server notices the disconnect asynchronously; bounded poll
+            if not memory_store._watchers:
+                break
+            await asyncio.sleep(0.01)
+        assert len(memory_store._watchers) == 0
+
+
+async def test_a_refused_watch_raises_at_entry_and_leaves_nothing_open(memory_store: MemoryStore) -> None:
+    for i in range(3):
+        await memory_store.create(node(f"n{i}"))
+    await memory_store.compact(2)
+    async with serve_app(create_app(memory_store, fleet_api=False)) as url:
+        store = RemoteStore(url)
+        try:
+            with pytest.raises(errors.Gone):
+                async with store.watch("Node", since=1):
+                    pytest.fail("entered a watch whose history was compacted")
+            with pytest.raises(errors.Invalid) as caught:
+                async with store.watch("Node", fields="spec.nodeName=x"):
+                    pytest.fail("entered a watch with an unsupported field selector")
+            assert [f.path for f in caught.value.fields] == ["fieldSelector"]
+            assert store._watches == set()
+        finally:
+            await store.close()
+
+
+async def test_selectors_travel_as_kubernetes_query_parameters(clock: FakeClock) -> None:
+    seen: list[dict[str, str]] = []
+    app = FastAPI()
+
+    @app.get("/api/v1/namespaces/default/pods")
+    async def pods(request: Request) -> Response:
+        seen.append(dict(request.query_params))
+        if request.query_params.get("watch"):
+            return Response(b"", media_type="application/x-ndjson")
+        return JSONResponse({"kind": "PodList", "metadata": {"resourceVersion": "4"}, "items": []})
+
+    async with serve_app(app) as url:
+        store = RemoteStore(url, clock=clock)
+        try:
+            await store.list("Pod", "default", "app=web", fields="spec.nodeName=node-a")
+            async with store.watch("Pod", "default", since=4, selector="app=web", fields="spec.nodeName=node-a"):
+                pass
+        finally:
+            await store.close()
+    selected = {"labelSelector": "app=web", "fieldSelector": "spec.nodeName=node-a"}
+    assert seen == [selected, {**selected, "watch": "1", "resourceVersion": "4"}]
 
 
 async def test_a_watch_whose_streams_keep_ending_at_once_backs_off_instead_of_spinning(clock: FakeClock) -> None:
@@ -203,9 +257,10 @@ async def test_a_watch_whose_streams_keep_ending_at_once_backs_off_instead_of_sp
             await asyncio.sleep(0.01)
         assert (len(requests), clock.pending_sleepers) == (count, 1)
 
-    async with serve_app(app) as url:
+    async with serve_app(app) as url, AsyncExitStack() as watching:
         store = RemoteStore(url, clock=clock)
-        pending = asyncio.ensure_future(anext(store.watch("Node", since=7)))
+        stream = await watching.enter_async_context(store.watch("Node", since=7))
+        pending = asyncio.ensure_future(anext(stream))
         try:
             await settled(2)
             await clock.advance(0.05)

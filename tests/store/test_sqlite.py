@@ -17,7 +17,6 @@ import sqlite3
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from devplace.store import Event, open_store
 from devplace.store import sqlite as sqlite_backend
 from devplace.store.sqlite import SqliteStore
 from tests.processes import stop_child
-from tests.store.samples import WATCH_BOUND, configmap, node, rv, take
+from tests.store.samples import WATCH_BOUND, configmap, node, pod, rv, take
 
 WRITERS = Path(__file__).with_name("writers.py")
 PROCESS_BOUND = 60.0  # seconds a writer process may take; a bound, not an expectation
@@ -76,7 +75,7 @@ async def finish(proc: asyncio.subprocess.Process) -> list[int]:
 async def history(store: SqliteStore) -> list[Event]:
     """Every event still in the store, from revision 1."""
     head = await store.revision()
-    async with aclosing(store.watch(since=0)) as stream:
+    async with store.watch(since=0) as stream:
         return await take(stream, head)
 
 
@@ -118,10 +117,10 @@ async def test_compaction_survives_reopen(db: str) -> None:
     await first.close()
     again = SqliteStore(db)
     try:
-        async with aclosing(again.watch(since=1)) as stream:
-            with pytest.raises(errors.Gone):
-                await anext(stream)
-        async with aclosing(again.watch(since=2)) as stream:
+        with pytest.raises(errors.Gone):
+            async with again.watch(since=1):
+                pytest.fail("entered a watch whose history was compacted")
+        async with again.watch(since=2) as stream:
             assert [e.revision for e in await take(stream, 2)] == [3, 4]
     finally:
         await again.close()
@@ -235,6 +234,82 @@ async def test_a_write_blocked_past_the_busy_timeout_is_unavailable_and_writes_n
         await store.close()
 
 
+async def ticks_while(pending: asyncio.Future[Any], limit: int = 100) -> int:
+    """Let this task run `limit` times (or until `pending` is done); how many times it ran with `pending` not done."""
+    ran = 0
+    while ran < limit and not pending.done():
+        await asyncio.sleep(0)
+        ran += 1
+    return ran
+
+
+async def test_a_write_waiting_for_another_process_s_lock_leaves_the_event_loop_running(db: str) -> None:
+    store = SqliteStore(db, busy_timeout=30)  # the test releases the lock itself, long before that
+    blocker = sqlite3.connect(db, isolation_level=None)  # another connection is all another process is to SQLite
+    order: list[str] = []
+    try:
+        created = await store.create(configmap("a", x="1"))
+        created["data"]["x"] = "2"
+        blocker.execute("BEGIN IMMEDIATE")  # the other process holds the write lock
+        update = asyncio.ensure_future(store.update(created))
+        update.add_done_callback(lambda _: order.append("update done"))
+        read = asyncio.ensure_future(store.get("ConfigMap", "a", "default"))  # queues behind the update
+        read.add_done_callback(lambda _: order.append("read done"))
+        # A blocking wait would hold the loop until busy_timeout: this task could not run before the update ended.
+        assert await ticks_while(update) == 100
+        order.append("ticked 100 times while the update waited")
+        blocker.execute("ROLLBACK")
+        order.append("lock released")
+        updated = await asyncio.wait_for(update, WATCH_BOUND)
+        assert await asyncio.wait_for(read, WATCH_BOUND) == updated  # never interleaved with the update
+    finally:
+        blocker.close()
+        await store.close()
+    assert rv(updated) == 2
+    assert order == ["ticked 100 times while the update waited", "lock released", "update done", "read done"]
+
+
+async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_the_store_consistent(db: str) -> None:
+    store = SqliteStore(db, busy_timeout=30)
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        async with store.watch("ConfigMap") as stream:
+            blocker.execute("BEGIN IMMEDIATE")
+            create = asyncio.ensure_future(store.create(configmap("late")))
+            assert await ticks_while(create) == 100
+            create.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await create
+            blocker.execute("ROLLBACK")
+            # The thread still got the lock and committed: the write happened, its caller just never heard.
+            (event,) = await take(stream, 1)
+            assert await store.get("ConfigMap", "late", "default") == event.object
+            assert rv(await store.create(configmap("next"))) == 2
+    finally:
+        blocker.close()
+        await store.close()
+
+
+async def test_a_watcher_keeps_receiving_local_writes_while_a_write_waits_for_the_lock(db: str) -> None:
+    store = SqliteStore(db, busy_timeout=30)
+    other = SqliteStore(db, busy_timeout=30)
+    blocker = sqlite3.connect(db, isolation_level=None)
+    try:
+        async with store.watch("ConfigMap") as stream:
+            first = await store.create(configmap("first"))
+            blocker.execute("BEGIN IMMEDIATE")
+            waiting = asyncio.ensure_future(other.create(configmap("second")))  # another store waits off its loop
+            assert [e.object for e in await take(stream, 1)] == [first]  # this loop still delivers
+            assert not waiting.done()
+            blocker.execute("ROLLBACK")
+            second = await asyncio.wait_for(waiting, WATCH_BOUND)
+            assert [e.object for e in await take(stream, 1)] == [second]
+    finally:
+        blocker.close()
+        await other.close()
+        await store.close()
+
+
 # -- history --------------------------------------------------------------------------------------------------
 
 
@@ -243,10 +318,10 @@ async def test_history_limit_compacts_old_events_automatically(db: str) -> None:
     try:
         for i in range(30):
             await store.create(configmap(f"o{i}"))
-        async with aclosing(store.watch(since=0)) as stream:
-            with pytest.raises(errors.Gone):
-                await anext(stream)
-        async with aclosing(store.watch(since=20)) as stream:
+        with pytest.raises(errors.Gone):
+            async with store.watch(since=0):
+                pytest.fail("entered a watch whose history was compacted")
+        async with store.watch(since=20) as stream:
             assert [e.revision for e in await take(stream, 10)] == list(range(21, 31))
     finally:
         await store.close()
@@ -260,9 +335,9 @@ async def test_replay_longer_than_a_page_is_complete_and_in_order(
     for i in range(10):
         await store.create(configmap(f"o{i}"))
         nodes.append(await store.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"}}))
-    async with aclosing(store.watch("Node", since=0)) as stream:
+    async with store.watch("Node", since=0) as stream:
         assert [e.object for e in await take(stream, 10)] == nodes
-    async with aclosing(store.watch(since=0)) as stream:
+    async with store.watch(since=0) as stream:
         assert [e.revision for e in await take(stream, 20)] == list(range(1, 21))
 
 
@@ -270,22 +345,34 @@ async def test_a_watcher_that_falls_far_behind_rereads_the_file_and_misses_nothi
     store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sqlite_backend, "_PENDING_LIMIT", 4)
-    async with aclosing(store.watch("ConfigMap", since=0)) as stream:
-        first = asyncio.ensure_future(anext(stream))
-        await asyncio.sleep(0)  # the watcher is now parked, waiting for writes
+    async with store.watch("ConfigMap", since=0) as stream:
         written = [await store.create(configmap(f"o{i}")) for i in range(20)]
-        events = [await asyncio.wait_for(first, WATCH_BOUND), *await take(stream, 19)]
+        assert len(stream._pending) == 0  # overflowed: dropped, to be reread from the file
+        events = await take(stream, 20)
     assert [e.object for e in events] == written
 
 
-async def test_a_watcher_waiting_on_a_closed_store_raises_unavailable(db: str) -> None:
-    store = SqliteStore(db)
-    stream = store.watch(since=0)
-    waiting = asyncio.ensure_future(anext(stream))
-    await asyncio.sleep(0)
-    await store.close()
-    with pytest.raises(errors.Unavailable):
-        await asyncio.wait_for(waiting, WATCH_BOUND)
+async def test_a_pod_watcher_queues_none_of_20000_configmap_writes(store: SqliteStore) -> None:
+    async with store.watch("Pod", fields="spec.nodeName=node-a") as stream:
+        for i in range(20_000):
+            await store.create(configmap(f"noise-{i}"))
+            assert not stream._pending
+            assert not stream._stale
+        mine = await store.create(pod("mine", "default", "node-a"))
+        (event,) = await take(stream, 1)
+    assert (event.object, event.revision) == (mine, 20_001)
+
+
+async def test_one_poller_serves_every_watch_and_stops_with_the_last(store: SqliteStore) -> None:
+    def pollers() -> int:
+        return sum(1 for task in asyncio.all_tasks() if task.get_name().startswith("sqlite poller") and not task.done())
+
+    assert store._poller is None
+    async with store.watch("ConfigMap"), store.watch("Pod"), store.watch():
+        assert pollers() == 1
+    assert store._poller is None
+    await asyncio.sleep(0)  # the cancelled poller finishes
+    assert pollers() == 0
 
 
 # -- several connections and processes ------------------------------------------------------------------------
@@ -294,13 +381,11 @@ async def test_a_watcher_waiting_on_a_closed_store_raises_unavailable(db: str) -
 async def test_writes_through_another_connection_reach_a_watcher_in_revision_order(store: SqliteStore, db: str) -> None:
     other = SqliteStore(db)
     try:
-        async with aclosing(store.watch("ConfigMap", since=0)) as stream:
-            first = asyncio.ensure_future(anext(stream))
-            await asyncio.sleep(0)  # the watcher is now parked, waiting for writes
+        async with store.watch("ConfigMap", since=0) as stream:
             theirs = await other.create(configmap("theirs-1"))
             ours = await store.create(configmap("ours"))  # revision 2: our watcher must first fetch 1 from the file
             later = await other.create(configmap("theirs-2"))  # no local write follows: found by polling
-            events = [await asyncio.wait_for(first, WATCH_BOUND), *await take(stream, 2)]
+            events = await take(stream, 3)
         assert [e.object for e in events] == [theirs, ours, later]
     finally:
         await other.close()
@@ -311,11 +396,9 @@ async def test_a_local_write_after_a_foreign_one_is_delivered_after_it_even_mid_
 ) -> None:
     other = SqliteStore(db)
     try:
-        async with aclosing(store.watch("ConfigMap", since=0)) as stream:
-            first = asyncio.ensure_future(anext(stream))
-            await asyncio.sleep(0)
+        async with store.watch("ConfigMap", since=0) as stream:
             a = await store.create(configmap("a"))
-            assert (await asyncio.wait_for(first, WATCH_BOUND)).object == a
+            assert [e.object for e in await take(stream, 1)] == [a]
             # the watcher is suspended right after yielding `a`; revision 3 reaches it directly, 2 only via the file
             theirs = await other.create(configmap("theirs"))
             ours = await store.create(configmap("ours"))
@@ -331,7 +414,7 @@ async def test_a_lagging_watcher_whose_events_another_connection_compacted_raise
     try:
         await other.create(configmap("a"))
         await other.create(configmap("b"))
-        async with aclosing(store.watch("ConfigMap", since=0)) as stream:
+        async with store.watch("ConfigMap", since=0) as stream:
             assert [e.revision for e in await take(stream, 1)] == [1]
             for i in range(3):
                 await other.create(configmap(f"more-{i}"))
@@ -344,7 +427,7 @@ async def test_a_lagging_watcher_whose_events_another_connection_compacted_raise
 
 
 async def test_writes_of_another_process_reach_a_watcher_in_this_one(store: SqliteStore, db: str, spawn: Spawn) -> None:
-    async with aclosing(store.watch("ConfigMap", since=await store.revision())) as stream:
+    async with store.watch("ConfigMap", since=await store.revision()) as stream:
         reported = await finish(await spawn("create", db, "remote", "5"))
         remote = await take(stream, 5)
         local = await store.create(configmap("local"))
@@ -566,14 +649,12 @@ async def test_a_writer_that_appends_its_own_event_fails_and_writes_nothing(stor
 
 
 async def test_a_live_watcher_with_a_selector_gets_objects_with_a_spec_exactly_as_returned(store: SqliteStore) -> None:
-    async with aclosing(store.watch("Node", selector="tier=gpu", since=0)) as stream:
-        first = asyncio.ensure_future(anext(stream))
-        await asyncio.sleep(0)  # parked: the writes below reach it in-process
+    async with store.watch("Node", selector="tier=gpu") as stream:  # entered: the writes below reach it in-process
         created = await store.create(node("a", labels={"tier": "gpu"}, spec={"cpu": 4}))
         await store.create(node("b", labels={"tier": "cpu"}, spec={"cpu": 2}))
         created["spec"]["cpu"] = 8
         updated = await store.update(created)
-        events = [await asyncio.wait_for(first, WATCH_BOUND), *await take(stream, 1)]
+        events = await take(stream, 2)
     assert [(e.type, e.object, e.revision) for e in events] == [
         ("ADDED", created | {"spec": {"cpu": 4}}, 1),
         ("MODIFIED", updated, 3),

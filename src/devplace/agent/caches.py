@@ -1,55 +1,59 @@
-"""The agent's view of the store: Configurations and Instances (all namespaces), Pods bound to its node, and the
-ConfigMaps and Secrets that Configurations' discoveryProperties refer to.
+"""The agent's view of the store: typed informers, and its compare-and-swap writes.
 
-Filled by the agent's watches and by the results of its own writes, whichever is newer by resourceVersion (store
-revisions are global and monotonic, so "newer" is well defined; deletions leave a tombstone so a late write result
-cannot resurrect a deleted object). Every Instance is parsed once here into an `InstanceRecord`; an object that
-does not parse is logged and treated as absent, never trusted.
+`NodeCache` holds one `Informer` per kind the agent reads, each filtered by the store (on the server for the remote
+backend), so an agent receives only what it needs:
+- Configurations and Instances, all namespaces. An Instance is parsed once into an `InstanceRecord` (against the
+  record it replaces: unchanged parts are taken over, not parsed again), indexed by its Configuration and by the
+  nodes it lists. A Configuration is parsed into a `ConfiguredEntry` (the model and its wire object).
+- Pods bound to this node only (`spec.nodeName=<node>`).
+- Only the ConfigMaps and Secrets that its Configurations' discoveryProperties read: one small informer per object
+  (`namespace` + `metadata.name=<name>`), started when the first Configuration refers to it and stopped when none
+  does, keeping only the object's data. An agent never receives the cluster's other Secrets.
+An object that does not parse is absent (the informer logs it once); change handlers (`subscribe`) run on the event
+loop after each change and only mark work.
 
-Instance writes go through `update_usage` (who holds which slot: claims and releases), `mutate_instance` (anything
-else) and `remove_instance`: a compare-and-swap on the cached copy first (one store round trip when the cache is
-current, the common case for Allocate), then the store's read-decide-write loop on `Conflict`. The decision is re-run
-on every fresh copy, so it is always made on the state it overwrites.
-Listeners are called synchronously on every change, on the event loop, with the kind and key that changed.
+Writes are `store.cas` (the one read-decide-write loop): the first decision is made on the cached wire object
+(`first=`), so a claim on a current cache is one round trip; a `Conflict` or a refusal made on the cached copy is
+decided again on a fresh read, never trusted as final (a slot the cache thinks is taken may be free by now). Every
+write result, and every fresh read a decision was made on, goes back into the informer (`record`), newer revision
+wins, so the cache never goes back in time and a late write result cannot resurrect a deleted object.
 
-ConfigMaps and Secrets (`sources`): a cluster may hold many (and large) ones, a node needs the few its Configurations
-name, so only referenced objects are kept, and only their data (`data`, `binaryData`, `stringData`). An index
-(kind, namespace, name) -> Configuration keys says who refers to what (`referrers`). Events of other ConfigMaps and
-Secrets are dropped, so an object that becomes referenced may be unknown: `load_sources` reads it once; from then on
-the watch keeps it current. An object is "loaded" when the cache knows it, present or absent.
+Contention backoff uses `SystemClock`, not the agent's clock: the peers an agent races with are real processes (or
+real tasks) even in a simulation, and a simulation's `FakeClock` moves only when told, so a backoff on it would
+stall a write until the scenario next advances time. Grace periods stay on the agent's clock (see `agents`).
 
 Speed (Allocate is on the kubelet's pod admission path): `update_usage` decides on the parsed record, writes an object
 that shares everything but `spec.deviceUsage` with the cached one, and caches the result as that record with the new
-usage, so a claim parses, validates and copies nothing. A watch event is parsed against the record it replaces, so
-parts whose wire form did not change (usually all but deviceUsage) are taken over instead of parsed again.
+usage, so a claim parses, validates and copies nothing.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
-from devplace.agent import properties, slots
-from devplace.agent.instances import Delete, InstanceRecord
+from devplace.agent import instances, properties, slots
+from devplace.agent.instances import InstanceRecord
 from devplace.api import Configuration
-from devplace.store import Store, mutate
+from devplace.clocks import SystemClock
+from devplace.store import DELETE, Informer, Store, cas
+from devplace.store.cas import Delete as StoreDelete
+from devplace.supervisors import Supervisor
 
-__all__ = ["Decide", "DecideDelete", "DecideUsage", "NodeCache", "PodInfo"]
-
-log = logging.getLogger(__name__)
+__all__ = ["ConfiguredEntry", "Decide", "DecideDelete", "DecideUsage", "NodeCache", "PodInfo", "Sources"]
 
 Key = tuple[str, str]
 Decide = Callable[[dict[str, Any]], dict[str, Any] | None]
-DecideDelete = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
+DecideDelete = Callable[[dict[str, Any]], dict[str, Any] | instances.Delete | None]
 DecideUsage = Callable[[InstanceRecord], slots.Usage | None]
-Listener = Callable[[str, Key], None]
 Source = properties.Source
 _SOURCE_SECTIONS = ("data", "binaryData", "stringData")
 
-_TOMBSTONES = 50_000
+CONTENTION_CLOCK = SystemClock()
+"""Paces CAS retries against other writers (real peers: see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +68,44 @@ class PodInfo:
         return self.phase in ("Succeeded", "Failed")
 
 
-def _rv(obj: Mapping[str, Any]) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        return 0
+@dataclass(frozen=True)
+class ConfiguredEntry:
+    """A Configuration as the agent caches it: the parsed model and the wire object it came from."""
+
+    obj: dict[str, Any]
+    model: Configuration
+
+    @property
+    def references(self) -> frozenset[Source]:
+        return properties.references(self.model.spec.discovery_handler.discovery_properties, self.model_namespace)
+
+    @property
+    def model_namespace(self) -> str:
+        return (self.obj.get("metadata") or {}).get("namespace") or ""
+
+
+def parse_configuration(obj: dict[str, Any], previous: ConfiguredEntry | None) -> ConfiguredEntry:
+    return ConfiguredEntry(obj, Configuration.from_obj(obj))
+
+
+def parse_instance(obj: dict[str, Any], previous: InstanceRecord | None) -> InstanceRecord:
+    return InstanceRecord.from_wire(obj, previous=previous)
+
+
+def parse_pod(obj: dict[str, Any], previous: PodInfo | None) -> PodInfo:
+    meta = obj.get("metadata") or {}
+    phase = (obj.get("status") or {}).get("phase") or "Pending"
+    return PodInfo(meta.get("namespace") or "", meta["name"], str(meta.get("uid") or ""), str(phase))
+
+
+def slim(obj: dict[str, Any], previous: Any) -> dict[str, Any]:
+    """What the property resolver reads of a ConfigMap or Secret: its data, and enough metadata to say which."""
+    meta = obj.get("metadata") or {}
+    out: dict[str, Any] = {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}}
+    for section in _SOURCE_SECTIONS:
+        if section in obj:
+            out[section] = obj[section]
+    return out
 
 
 def _with_usage(obj: dict[str, Any], usage: slots.Usage) -> dict[str, Any]:
@@ -76,334 +113,271 @@ def _with_usage(obj: dict[str, Any], usage: slots.Usage) -> dict[str, Any]:
     return {**obj, "spec": {**obj["spec"], "deviceUsage": usage.to_wire()}}
 
 
-def _key(obj: Mapping[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return (meta.get("namespace") or "", meta.get("name") or "")
+class Sources:
+    """The ConfigMaps and Secrets Configurations read, each through its own informer while someone reads it.
 
+    `watch(configuration, sources)` says what a Configuration reads now; an informer starts (a supervised loop) for
+    each newly read object and stops when no Configuration reads it any more. `on_change(source)` is called when a
+    read object changes, appears, goes, or is first known (present or absent: `loaded`).
+    """
 
-def _slim(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """What the property resolver reads of a ConfigMap or Secret: its data, and enough metadata to say which."""
-    meta = obj.get("metadata") or {}
-    out: dict[str, Any] = {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta},
-    }
-    for section in _SOURCE_SECTIONS:
-        if section in obj:
-            out[section] = obj[section]
-    return out
-
-
-class NodeCache:
-    def __init__(self, store: Store, node: str) -> None:
+    def __init__(self, store: Store, supervisor: Supervisor, on_change: Callable[[Source], None]) -> None:
         self.store = store
-        self.node = node
-        self.configurations: dict[Key, Configuration] = {}
-        self.configuration_objs: dict[Key, dict[str, Any]] = {}
-        self.instances: dict[Key, InstanceRecord] = {}
-        self.pods: dict[Key, PodInfo] = {}
-        self.sources: dict[Source, dict[str, Any]] = {}
-        self._by_configuration: dict[Key, set[str]] = {}
+        self.supervisor = supervisor
+        self.on_change = on_change
+        self._informers: dict[Source, Informer[dict[str, Any]]] = {}
+        self._tasks: dict[Source, list[asyncio.Task[Any]]] = {}
         self._referrers: dict[Source, set[Key]] = {}
         self._references: dict[Key, frozenset[Source]] = {}
-        self._loaded: set[Source] = set()
-        self._revisions: dict[tuple[str, str, str], int] = {}
-        self._tombstones: dict[tuple[str, str, str], int] = {}
-        self.listeners: list[Listener] = []
-        self._invalid: dict[tuple[str, str, str], str] = {}
-
-    # -- reads ----------------------------------------------------------------------------------------------
-
-    def instance(self, namespace: str, name: str) -> InstanceRecord | None:
-        return self.instances.get((namespace, name))
-
-    def instances_of(self, namespace: str, configuration: str) -> list[InstanceRecord]:
-        names = self._by_configuration.get((namespace, configuration), set())
-        return [self.instances[(namespace, n)] for n in sorted(names) if (namespace, n) in self.instances]
-
-    def visible(self, namespace: str, configuration: str) -> list[InstanceRecord]:
-        """The Configuration's Instances that list this node."""
-        return [r for r in self.instances_of(namespace, configuration) if self.node in r.nodes]
-
-    def configuration(self, namespace: str, name: str) -> Configuration | None:
-        return self.configurations.get((namespace, name))
+        self._started = 0
 
     def referrers(self, source: Source) -> list[Key]:
-        """The Configurations whose discoveryProperties read `source` (a ConfigMap or Secret), sorted."""
+        """The Configurations whose discoveryProperties read `source`, sorted."""
         return sorted(self._referrers.get(source, ()))
 
-    def unloaded(self, key: Key) -> list[Source]:
-        """The sources the Configuration `key` refers to that the cache does not know yet (neither seen nor absent)."""
-        return sorted(s for s in self._references.get(key, ()) if s not in self._loaded)
+    def watched(self) -> list[Source]:
+        """The sources an informer runs for now, sorted."""
+        return sorted(self._informers)
 
-    # -- updates --------------------------------------------------------------------------------------------
+    def informer(self, source: Source) -> Informer[dict[str, Any]] | None:
+        return self._informers.get(source)
 
-    def _fresh(self, kind: str, key: Key, rv: int) -> bool:
-        full = (kind, *key)
-        return rv > self._revisions.get(full, -1) and rv > self._tombstones.get(full, -1)
+    def loaded(self, key: Key) -> bool:
+        """Whether every source the Configuration `key` reads is known (present or absent)."""
+        return all(self._informers[s].synced.is_set() for s in self._references.get(key, ()) if s in self._informers)
 
-    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any], *, own: bool = False) -> None:
-        """One watch event or write result (`own`: this agent's write; skips re-validation); older -> ignored."""
-        key = _key(obj)
-        full = (kind, *key)
-        if kind in properties.SOURCE_KINDS and full not in self._referrers:
-            return  # no Configuration reads it: not kept
-        rv = _rv(obj)
-        if not self._fresh(kind, key, rv):
-            return
-        if event_type == "DELETED":
-            self._invalid.pop(full, None)
-            self._revisions.pop(full, None)
-            self._tombstones[full] = rv
-            if len(self._tombstones) > _TOMBSTONES:
-                for old in sorted(self._tombstones, key=self._tombstones.__getitem__)[: _TOMBSTONES // 2]:
-                    del self._tombstones[old]
-            self._drop(kind, key)
-        else:
-            self._revisions[full] = rv
-            self._put(kind, key, obj, own)
-        for listener in list(self.listeners):
-            listener(kind, key)
+    def values(self) -> dict[Source, dict[str, Any]]:
+        """Every read source the store has, by (kind, namespace, name)."""
+        out: dict[Source, dict[str, Any]] = {}
+        for source, informer in self._informers.items():
+            obj = informer.get(source[1], source[2])
+            if obj is not None:
+                out[source] = obj
+        return out
 
-    def _put(self, kind: str, key: Key, obj: Mapping[str, Any], own: bool = False) -> None:
-        if kind == "Instance":
-            try:
-                record = InstanceRecord.from_wire(obj, validate=not own, previous=self.instances.get(key))
-            except (errors.Invalid, KeyError, TypeError, ValueError) as e:
-                self._refuse(kind, key, str(e))
-                return
-            self._put_instance(key, record)
-        elif kind == "Configuration":
-            try:
-                configuration = Configuration.from_obj(obj)
-            except errors.Invalid as e:
-                self._refuse(kind, key, e.message)
-                return
-            self.configurations[key] = configuration
-            self.configuration_objs[key] = dict(obj)
-            self._invalid.pop((kind, *key), None)
-            self._index(key, properties.references(configuration.spec.discovery_handler.discovery_properties, key[0]))
-        elif kind == "Pod":
-            spec = obj.get("spec") or {}
-            if spec.get("nodeName") != self.node:
-                self.pods.pop(key, None)
-                return
-            meta = obj.get("metadata") or {}
-            phase = (obj.get("status") or {}).get("phase") or "Pending"
-            self.pods[key] = PodInfo(key[0], key[1], str(meta.get("uid") or ""), str(phase))
-        elif kind in properties.SOURCE_KINDS:
-            self.sources[(kind, *key)] = _slim(obj)
-            self._loaded.add((kind, *key))
-
-    def _index(self, key: Key, sources: frozenset[Source]) -> None:
-        """Record which sources the Configuration `key` reads; a source nobody reads any more is forgotten."""
+    def watch(self, key: Key, sources: frozenset[Source]) -> None:
         old = self._references.get(key, frozenset())
         if sources == old:
             return
-        for source in old - sources:
+        for source in sorted(old - sources):
             readers = self._referrers.get(source, set())
             readers.discard(key)
             if not readers:
                 self._referrers.pop(source, None)
-                self.sources.pop(source, None)
-                self._loaded.discard(source)
-                self._revisions.pop(source, None)
-        for source in sources - old:
+                self._stop(source)
+        for source in sorted(sources - old):
             self._referrers.setdefault(source, set()).add(key)
+            if source not in self._informers:
+                self._start(source)
         if sources:
             self._references[key] = sources
         else:
             self._references.pop(key, None)
 
-    def _put_instance(self, key: Key, record: InstanceRecord) -> None:
-        old = self.instances.get(key)
-        if old is not None and old.configuration != record.configuration:
-            self._by_configuration.get((key[0], old.configuration), set()).discard(key[1])
-        self._invalid.pop(("Instance", *key), None)
-        self.instances[key] = record
-        self._by_configuration.setdefault((key[0], record.configuration), set()).add(key[1])
+    def _start(self, source: Source) -> None:
+        kind, namespace, name = source
+        informer: Informer[dict[str, Any]] = Informer(
+            self.store,
+            kind,
+            slim,
+            namespace=namespace,
+            fields=f"metadata.name={name}",
+            name=f"{kind} {namespace}/{name}",
+        )
+        informer.subscribe(lambda change: self.on_change(source))
+        self._informers[source] = informer
+        self._started += 1
+        label = f"source {kind} {namespace}/{name} #{self._started}"  # unique: a stopped one may still be ending
 
-    def _apply_record(self, record: InstanceRecord) -> None:
-        """Cache a record this agent parsed or built itself (a write result or a fresh read); older -> ignored."""
-        key = (record.namespace, record.name)
-        if not self._fresh("Instance", key, record.resource_version):
-            return
-        self._revisions[("Instance", *key)] = record.resource_version
-        self._put_instance(key, record)
-        for listener in list(self.listeners):
-            listener("Instance", key)
+        async def loaded() -> None:
+            await informer.wait_synced()
+            self.on_change(source)  # known now, present or absent
 
-    def _refuse(self, kind: str, key: Key, reason: str) -> None:
-        """An object that does not parse is treated as absent; said once per distinct reason, not per event."""
-        full = (kind, *key)
-        if self._invalid.get(full) != reason:
-            self._invalid[full] = reason
-            log.warning("ignoring %s %s/%s: %s", kind, key[0], key[1], reason)
-        self._drop(kind, key)
+        self._tasks[source] = [
+            self.supervisor.loop(label, informer.run),
+            self.supervisor.spawn(f"load {label}", loaded),
+        ]
 
-    def _drop(self, kind: str, key: Key) -> None:
-        if kind == "Instance":
-            old = self.instances.pop(key, None)
-            if old is not None:
-                self._by_configuration.get((key[0], old.configuration), set()).discard(key[1])
-        elif kind == "Configuration":
-            self.configurations.pop(key, None)
-            self.configuration_objs.pop(key, None)
-            self._index(key, frozenset())
-        elif kind == "Pod":
-            self.pods.pop(key, None)
-        elif kind in properties.SOURCE_KINDS:
-            self.sources.pop((kind, *key), None)
-            if (kind, *key) in self._referrers:
-                self._loaded.add((kind, *key))  # known to be absent
+    def _stop(self, source: Source) -> None:
+        self._informers.pop(source, None)
+        for task in self._tasks.pop(source, []):
+            task.cancel()
 
-    def replace_all(self, kind: str, items: list[dict[str, Any]]) -> set[Key]:
-        """A relist: the cached objects of `kind` become exactly `items`; returns every key that changed or went."""
-        current: set[Key]
-        if kind == "Instance":
-            current = set(self.instances)
-        elif kind == "Configuration":
-            current = set(self.configurations)
-        elif kind in properties.SOURCE_KINDS:
-            current = {(ns, name) for k, ns, name in self.sources if k == kind}
-            items = [obj for obj in items if (kind, *_key(obj)) in self._referrers]
-            self._loaded.update(s for s in self._referrers if s[0] == kind)  # what the listing lacks is absent
-        else:
-            current = set(self.pods)
-        seen = {_key(obj) for obj in items}
-        for obj in items:
-            key = _key(obj)
-            self._revisions.pop((kind, *key), None)
-            self._tombstones.pop((kind, *key), None)
-            self._put(kind, key, obj)
-            self._revisions[(kind, *key)] = _rv(obj)
-        for key in current - seen:
-            self._revisions.pop((kind, *key), None)
-            self._drop(kind, key)
-        touched = current | seen
-        for key in touched:
-            for listener in list(self.listeners):
-                listener(kind, key)
-        return touched
 
-    async def load_sources(self, key: Key) -> None:
-        """Read the sources of Configuration `key` that the cache does not know yet (one store read each).
+class NodeCache:
+    """Informers over what the agent reads, typed accessors, and its CAS writes (see the module docstring)."""
 
-        A read races with the watch harmlessly: a result older than what the watch delivered is ignored, and
-        `NotFound` only says "absent" for an object the watch has not shown since.
-        """
-        for source in self.unloaded(key):
-            kind, namespace, name = source
-            try:
-                obj = await self.store.get(kind, name, namespace)
-            except errors.NotFound:
-                if source in self._referrers:
-                    self._loaded.add(source)
-                continue
-            self.apply(kind, "MODIFIED", obj)
-            if source in self._referrers:
-                self._loaded.add(source)  # when the read was older than a deletion the watch showed: absent
+    def __init__(self, store: Store, node: str, supervisor: Supervisor) -> None:
+        self.store = store
+        self.node = node
+        self.supervisor = supervisor
+        self.configurations: Informer[ConfiguredEntry] = Informer(store, "Configuration", parse_configuration)
+        self.instances: Informer[InstanceRecord] = Informer(
+            store,
+            "Instance",
+            parse_instance,
+            indexes={
+                "configuration": lambda r: [(r.namespace, r.configuration)],
+                "node": lambda r: r.nodes,
+            },
+        )
+        self.pods: Informer[PodInfo] = Informer(store, "Pod", parse_pod, fields=f"spec.nodeName={node}")
+        self.sources = Sources(store, supervisor, self._source_changed)
+        self.source_listeners: list[Callable[[Source], None]] = []
+        self.configurations.subscribe(self._configuration_changed)
 
-    # -- writes (compare-and-swap) --------------------------------------------------------------------------
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """List every kind once (so the agent starts on a full view), then keep each current under the supervisor."""
+        for informer in (self.configurations, self.instances, self.pods):
+            await informer.list_once()
+        for informer in (self.configurations, self.instances, self.pods):
+            self.supervisor.loop(f"informer {informer.name}", informer.run)
+
+    # -- reads ---------------------------------------------------------------------------------------------------
+
+    def instance(self, namespace: str, name: str) -> InstanceRecord | None:
+        return self.instances.get(namespace, name)
+
+    def instances_of(self, namespace: str, configuration: str) -> list[InstanceRecord]:
+        return self.instances.by("configuration", (namespace, configuration))
+
+    def visible(self, namespace: str, configuration: str) -> list[InstanceRecord]:
+        """The Configuration's Instances that list this node."""
+        return [r for r in self.instances_of(namespace, configuration) if self.node in r.nodes]
+
+    def on_node(self) -> list[InstanceRecord]:
+        """Every Instance that lists this node."""
+        return self.instances.by("node", self.node)
+
+    def configuration(self, namespace: str, name: str) -> Configuration | None:
+        entry = self.configurations.get(namespace, name)
+        return None if entry is None else entry.model
+
+    def configuration_obj(self, namespace: str, name: str) -> dict[str, Any] | None:
+        entry = self.configurations.get(namespace, name)
+        return None if entry is None else entry.obj
+
+    def source_values(self) -> dict[Source, dict[str, Any]]:
+        return self.sources.values()
+
+    # -- sources -------------------------------------------------------------------------------------------------
+
+    def _configuration_changed(self, change: Any) -> None:
+        entry: ConfiguredEntry | None = change.new
+        self.sources.watch(change.key, frozenset() if entry is None else entry.references)
+
+    def _source_changed(self, source: Source) -> None:
+        for listener in list(self.source_listeners):
+            listener(source)
+
+    # -- writes (compare-and-swap) -------------------------------------------------------------------------------
 
     async def update_usage(self, namespace: str, name: str, decide: DecideUsage) -> InstanceRecord:
         """Change who holds which slot of an Instance, by CAS; returns the record written (or, when `decide` changes
         nothing, the one it decided on).
 
-        `decide` gets the parsed record (the cached one first, a fresh validated read after a `Conflict` or when
-        the cache has none) and returns the new usage, or None for "nothing to change"; it may raise to refuse,
-        and then nothing is written. Raises `NotFound` when the Instance does not exist.
+        `decide` gets the parsed record (the cached one first, then a fresh validated read after a `Conflict`, a
+        refusal, or when the cache has none) and returns the new usage, or None for "nothing to change"; it may raise
+        `errors.Refused`, and then nothing is written (a refusal on the cached record is decided again on a fresh
+        read first). Raises `NotFound` when the Instance does not exist.
         """
-        key = (namespace, name)
-        cached = self.instances.get(key)
-        if cached is not None:
-            usage = decide(cached)
-            if usage is None:
-                return cached
-            try:
-                stored = await self.store.update(_with_usage(cached.obj, usage))
-            except errors.Conflict:
-                pass
-            else:
-                record = cached.with_usage(stored, usage)
-                self._apply_record(record)
-                return record
+        cached = self.instances.get(namespace, name)
         decided: list[tuple[InstanceRecord, slots.Usage | None]] = []
 
-        def on_fresh(obj: dict[str, Any]) -> dict[str, Any] | None:
-            record = InstanceRecord.from_wire(obj, previous=self.instances.get(key))
+        def on(obj: dict[str, Any]) -> dict[str, Any] | None:
+            if cached is not None and obj is cached.obj:
+                record = cached
+            else:
+                record = InstanceRecord.from_wire(obj, previous=self.instances.get(namespace, name))
+                self.instances.record(obj, parsed=record)  # the cache catches up with what was read
             usage = decide(record)
             decided[:] = [(record, usage)]
             return None if usage is None else _with_usage(obj, usage)
 
-        stored = await mutate(self.store, "Instance", name, namespace, on_fresh)
+        try:
+            written = await cas(
+                self.store,
+                "Instance",
+                name,
+                namespace,
+                on,
+                first=None if cached is None else cached.obj,
+                clock=CONTENTION_CLOCK,
+            )
+        except errors.NotFound:
+            self.instances.forget(namespace, name)
+            raise
         record, usage = decided[0]
-        if usage is not None:
-            record = record.with_usage(stored, usage)
-        self._apply_record(record)
+        if written.action == "updated" and usage is not None:
+            record = record.with_usage(written.object, usage)
+            self.instances.record(written.object, parsed=record)
         return record
 
-    async def mutate_instance(self, namespace: str, name: str, decide: Decide) -> dict[str, Any]:
-        """Apply `decide` to the Instance until a CAS lands (first on the cached copy); returns the stored object.
+    async def mutate_instance(self, namespace: str, name: str, decide: Decide) -> dict[str, Any] | None:
+        """Apply `decide` to the Instance until a CAS lands (first on the cached copy); returns the stored object, or
+        None when the Instance is gone. `decide` must not change its argument; it returns a new object or None."""
+        return await self.remove_instance(namespace, name, decide)
 
-        `decide` must not change its argument (the first attempt gets the cached object itself, saving a copy on
-        the Allocate path); it returns a new object, or None for "nothing to change". The result is the cache's:
-        callers read it and never change it either.
-        """
-        cached = self.instances.get((namespace, name))
-        if cached is not None:
-            wanted = decide(cached.obj)
-            if wanted is None:
-                return cached.obj
-            try:
-                stored = await self.store.update(wanted)
-            except errors.Conflict:
-                pass
-            else:
-                self.apply("Instance", "MODIFIED", stored, own=True)
-                return stored
-        stored = await mutate(self.store, "Instance", name, namespace, decide)
-        self.apply("Instance", "MODIFIED", stored, own=True)
+    async def remove_instance(self, namespace: str, name: str, decide: DecideDelete) -> dict[str, Any] | None:
+        """Like `mutate_instance`, but the decision may also delete (with the resourceVersion it decided on as
+        precondition). Returns the stored object (None when deleted or gone)."""
+        cached = self.instances.get(namespace, name)
+
+        def on(obj: dict[str, Any]) -> dict[str, Any] | StoreDelete | None:
+            outcome = decide(obj)
+            return DELETE if isinstance(outcome, instances.Delete) else outcome
+
+        try:
+            written = await cas(
+                self.store,
+                "Instance",
+                name,
+                namespace,
+                on,
+                first=None if cached is None else cached.obj,
+                clock=CONTENTION_CLOCK,
+            )
+        except errors.NotFound:
+            self.instances.forget(namespace, name)
+            return None
+        if written.action == "deleted":
+            self.instances.record(written.object, deleted=True)
+            return None
+        if written.action == "updated":
+            previous = self.instances.get(namespace, name)
+            self.instances.record(
+                written.object, parsed=InstanceRecord.from_wire(written.object, validate=False, previous=previous)
+            )
+        elif cached is None or written.object is not cached.obj:
+            self.instances.record(written.object)  # a fresh read: the cache catches up
+        return written.object
+
+    async def create_instance(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create an Instance (`AlreadyExists` when someone else did) and cache it."""
+        stored = await self.store.create(body)
+        self.instances.record(stored, parsed=InstanceRecord.from_wire(stored, validate=False))
         return stored
-
-    async def remove_instance(self, namespace: str, name: str, decide: DecideDelete, attempts: int = 16) -> None:
-        """Like `mutate_instance`, but the decision may also delete (with its resourceVersion as precondition)."""
-        for _ in range(attempts):
-            try:
-                current = await self.store.get("Instance", name, namespace)
-            except errors.NotFound:
-                return
-            outcome = decide(current)
-            try:
-                if outcome is None:
-                    return
-                if isinstance(outcome, Delete):
-                    gone = await self.store.delete(
-                        "Instance", name, namespace, resource_version=outcome.resource_version
-                    )
-                    self.apply("Instance", "DELETED", gone)
-                else:
-                    stored = await self.store.update(outcome)
-                    self.apply("Instance", "MODIFIED", stored, own=True)
-                return
-            except errors.Conflict:
-                continue
-            except errors.NotFound:
-                return
-        raise errors.Conflict(f"Instance {namespace}/{name}: gave up after {attempts} conflicting writes")
 
     async def refresh_instance(self, namespace: str, name: str) -> None:
         """Re-read one Instance (after a refused Allocate the cache may be behind the store)."""
         try:
             obj = await self.store.get("Instance", name, namespace)
         except errors.NotFound:
-            self.forget("Instance", (namespace, name))
+            self.instances.forget(namespace, name)
             return
-        self.apply("Instance", "MODIFIED", obj)
+        self.instances.record(obj)
 
-    def forget(self, kind: str, key: Key) -> None:
-        """Drop an object the store no longer has (learnt from a read, not a watch event) and notify."""
-        full = (kind, *key)
-        self._tombstones[full] = max(self._tombstones.get(full, -1), self._revisions.pop(full, -1))
-        self._drop(kind, key)
-        for listener in list(self.listeners):
-            listener(kind, key)
+    async def mutate_configuration(self, namespace: str, name: str, decide: Decide) -> dict[str, Any] | None:
+        """CAS a change of a Configuration (first on the cached copy) and cache the result; None when it is gone."""
+        first = self.configuration_obj(namespace, name)
+        try:
+            written = await cas(
+                self.store, "Configuration", name, namespace, decide, first=first, clock=CONTENTION_CLOCK
+            )
+        except errors.NotFound:
+            self.configurations.forget(namespace, name)
+            return None
+        self.configurations.record(written.object)
+        return written.object

@@ -7,10 +7,11 @@ on its own unix socket and registers it. The decisions are in `slots`; this modu
   into one send; a send is skipped when the list did not change, unless forced after a refused Allocate, when the
   kubelet evidently had a stale view: Akri #849).
 - Allocate claims by compare-and-swap on the Instance (`NodeCache.update_usage`), re-deciding on every fresh
-  copy. A refusal becomes a gRPC error through `devplace.deviceplugin.errors` (the one mapping), and every slot
-  claimed earlier in the same request is released again, so a failed request holds nothing (also when the RPC is
-  cancelled mid-request or fails on an unexpected error); the kubelet is sent a fresh list at once (forced), so it
-  stops offering what it cannot have.
+  copy (a refusal made on the cached copy is decided again on a fresh read before it stands). A refusal becomes a
+  gRPC error through `devplace.deviceplugin.errors` (the one mapping), and every slot claimed earlier in the same
+  request is released again, so a failed request holds nothing (also when the RPC is cancelled mid-request or fails
+  on an unexpected error); the kubelet is sent a fresh list at once (forced), so it stops offering what it cannot
+  have.
 - Allocate is on the kubelet's pod admission path, so it does only what the answer needs: the pure decision on the
   cached record, one CAS, the response (kept and handed out again while the same slots of unchanged Instances are
   granted). What a claim sets off besides (ListAndWatch re-sends, a PodResources look) is held back by the agent
@@ -339,7 +340,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         try:
             record = await cache.update_usage(namespace, instance, apply)
         except (errors.NotFound, errors.Refused) as e:
-            await cache.refresh_instance(namespace, instance)
+            # the refusal was decided on a fresh read, now in the cache: the kubelet gets that list at once
             self.notify(force=True)
             if isinstance(e, errors.NotFound):
                 raise errors.Refused(f"{instance} no longer exists") from e

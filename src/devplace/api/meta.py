@@ -23,7 +23,6 @@ __all__ = [
     "DnsSubdomain",
     "Model",
     "ObjectMeta",
-    "OwnerReference",
     "Resource",
     "field_path",
     "invalid_from",

@@ -37,7 +37,7 @@ from pydantic_core import core_schema
 
 from devplace import errors
 
-__all__ = ["MAX_UNITS", "Format", "Quantity", "is_quantity"]
+__all__ = ["MAX_UNITS", "Quantity", "is_quantity"]
 
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
 

@@ -44,19 +44,122 @@ from devplace.api import names
 from devplace.api.quantity import Quantity
 
 __all__ = [
-    "DEVICE_OPERATORS",
     "DeviceSelector",
+    "FieldSelector",
     "LabelOperator",
     "LabelRequirement",
     "LabelSelector",
     "NodeSelector",
-    "NodeSelectorTerm",
     "Requirement",
     "compare_values",
     "node_selector_matches",
+    "parse_field_selector",
     "parse_label_selector",
     "requirement_problem",
+    "requirement_problem_at",
 ]
+
+# ---------------------------------------------------------------------------------------------------------------
+# Field selectors
+# ---------------------------------------------------------------------------------------------------------------
+
+COMMON_FIELDS = ("metadata.name", "metadata.namespace")
+"""Fields every kind can be selected on; a kind declares more (`FIELD_LABELS`)."""
+
+FIELD_LABELS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec.nodeName", "spec.schedulerName", "status.phase"),
+    "Instance": ("spec.configurationName",),
+    "Secret": ("type",),
+    "Node": ("spec.unschedulable",),
+    "Job": ("status.successful",),
+}
+"""Per kind, the fields a field selector may name besides `COMMON_FIELDS` (Kubernetes' field labels)."""
+
+
+def _field_value(obj: Mapping[str, Any], path: str) -> str:
+    """The field's value as Kubernetes compares it: a string, "" when absent, booleans as true/false."""
+    value: Any = obj
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return ""
+        value = value.get(part)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class FieldRequirement:
+    field: str
+    equal: bool  # `=` / `==` when True, `!=` when False
+    value: str
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        return (_field_value(obj, self.field) == self.value) == self.equal
+
+    def __str__(self) -> str:
+        return f"{self.field}{'=' if self.equal else '!='}{self.value}"
+
+
+@dataclass(frozen=True)
+class FieldSelector:
+    """Kubernetes' field selector: `field=value`, `field==value` and `field!=value` terms ANDed; empty matches all.
+
+    Selected fields are what the store can filter on the server side: an agent asks for `spec.nodeName=<node>` and
+    receives only its own node's Pods. An absent field reads as "" (so `spec.nodeName=` selects unbound Pods).
+    """
+
+    requirements: tuple[FieldRequirement, ...] = ()
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        return all(r.matches(obj) for r in self.requirements)
+
+    def exact(self, field: str) -> str | None:
+        """The value `field` must equal, when a requirement pins it (lets a backend narrow its scan)."""
+        for r in self.requirements:
+            if r.field == field and r.equal:
+                return r.value
+        return None
+
+    def __str__(self) -> str:
+        return ",".join(str(r) for r in self.requirements)
+
+
+def parse_field_selector(text: str, kind: str | None = None) -> FieldSelector:
+    """Parse `spec.nodeName=node-a,metadata.name!=x`; with `kind`, refuse fields the kind does not declare.
+
+    Errors name `fieldSelector` and say which term and why, as Kubernetes' 400 does.
+    """
+    reqs: list[FieldRequirement] = []
+    allowed = None if kind is None else (*COMMON_FIELDS, *FIELD_LABELS.get(kind, ()))
+    for raw in text.split(","):
+        term = raw.strip()
+        if not term:
+            continue
+        if "!=" in term:
+            field_, value = term.split("!=", 1)
+            equal = False
+        elif "==" in term:
+            field_, value = term.split("==", 1)
+            equal = True
+        elif "=" in term:
+            field_, value = term.split("=", 1)
+            equal = True
+        else:
+            raise errors.Invalid.field("fieldSelector", f"{term!r}: expected field=value, field==value or field!=value")
+        field_, value = field_.strip(), value.strip()
+        if not field_:
+            raise errors.Invalid.field("fieldSelector", f"{term!r}: the field name is empty")
+        if allowed is not None and field_ not in allowed:
+            raise errors.Invalid.field(
+                "fieldSelector",
+                f"field label not supported for {kind}: {field_!r} (supported: {', '.join(allowed)})",
+            )
+        reqs.append(FieldRequirement(field_, equal, value))
+    return FieldSelector(tuple(reqs))
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Label selectors
@@ -514,8 +617,8 @@ def _orders(value: str) -> bool:
     return _quantity(value) is not None or _quantity_with_unit(value) is not None or _version(value) is not None
 
 
-def _requirement_problem_at(key: str, operator: str, values: Sequence[str]) -> tuple[str, str] | None:
-    """(field, reason) for a refused requirement, field being `key`, `operator` or `values`."""
+def requirement_problem_at(key: str, operator: str, values: Sequence[str]) -> tuple[str, str] | None:
+    """(field, reason) for a refused device requirement, field being `key`, `operator` or `values`; None if valid."""
     if operator not in DEVICE_OPERATORS:
         return "operator", f"unknown operator {operator!r} (one of {', '.join(DEVICE_OPERATORS)})"
     if not key:
@@ -538,7 +641,7 @@ def _requirement_problem_at(key: str, operator: str, values: Sequence[str]) -> t
 
 def requirement_problem(key: str, operator: str, values: list[str]) -> str | None:
     """Why a device selector requirement is refused, or None: wrong value count, unorderable Gt value, bad operator."""
-    problem = _requirement_problem_at(key, operator, values)
+    problem = requirement_problem_at(key, operator, values)
     return None if problem is None else problem[1]
 
 
@@ -625,7 +728,7 @@ class DeviceSelector:
             for e, expr in enumerate(exprs):
                 where = f"{here}.matchExpressions[{e}]"
                 key, op, values = _wire_expression(expr, where, dict.fromkeys(DEVICE_OPERATORS))
-                found = _requirement_problem_at(key, op, values)
+                found = requirement_problem_at(key, op, values)
                 if found:
                     raise errors.Invalid.field(f"{where}.{found[0]}", found[1])
                 reqs.append(Requirement(key, op, tuple(values)))

@@ -6,26 +6,24 @@ release slots. Discovery handlers: the built-in debugEcho, plus external Akri ha
 is given (they register there, as with Akri's agent). Time is the system clock.
 
 Shutdown: the first SIGTERM/SIGINT stops the agent (plugin sockets removed, store state kept: held slots survive a
-restart) and closes the store; the exit code is 0.
+restart) and closes the store; the exit code is 0. A loop that fails for good (`await agent.failed()`) stops it the
+same way with exit code 1, so its process manager restarts it (`devplace.cli.daemons.serve`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import signal
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from devplace.api import names
+from devplace.cli.daemons import LogLevelOption, configure_logging, serve
 from devplace.cli.resources import StoreOption, run, store_url
 from devplace.clocks import SystemClock
 from devplace.deviceplugin import DEFAULT_KUBELET_DIR
 
-__all__ = ["agent", "register"]
+__all__ = ["register"]
 
 
 def agent(
@@ -51,16 +49,11 @@ def agent(
         Path | None,
         typer.Option("--registration-socket", help="Serve Akri's discovery-handler Registration on this socket"),
     ] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="critical, error, warning, info or debug")] = "info",
+    log_level: LogLevelOption = "info",
 ) -> None:
     """Run the node agent: discover devices, keep Instances, serve IL/CL device plugins, release slots."""
     url = store_url(ctx, store)
-    level = logging.getLevelName(log_level.upper())
-    if not isinstance(level, int):
-        raise typer.BadParameter(
-            f"{log_level!r} is not one of critical, error, warning, info, debug", param_hint="--log-level"
-        )
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level)
 
     async def work() -> int:
         from devplace.agent import Agent, AgentConfig  # the agent and gRPC load only for this command
@@ -80,24 +73,21 @@ def agent(
         )
         clock = SystemClock()
         st = open_store(url, clock=clock)
-        stopping = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stopping.set)
         daemon = Agent(config, st, builtin_registry(node, clock=clock), clock)
-        try:
-            await daemon.start()
-            typer.echo(
-                f"devplace agent: node {node}, store {url}, kubelet dir {kubelet_dir}, prefix {resource_prefix}",
-                err=True,
-            )
-            await stopping.wait()
-        finally:
-            await daemon.stop()
-            await st.close()
-        typer.echo("devplace agent: stopped", err=True)
-        return 0
+
+        async def stop() -> None:
+            try:
+                await daemon.stop()
+            finally:
+                await st.close()
+
+        return await serve(
+            "agent",
+            start=daemon.start,
+            stop=stop,
+            failed=daemon.failed,
+            banner=f"node {node}, store {url}, kubelet dir {kubelet_dir}, prefix {resource_prefix}",
+        )
 
     run(work)
 

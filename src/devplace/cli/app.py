@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from devplace.cli import agents, demos, fleets, resources, servers
+from devplace.cli import agents, daemons, demos, explains, fleets, resources, servers
 
 __all__ = ["app", "main"]
 
@@ -39,7 +39,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for module in (resources, servers, agents, fleets, demos):
+for module in (resources, explains, servers, agents, daemons, fleets, demos):
     module.register(app)
 
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from devplace.cli.tour_fleets import FleetExample
     from devplace.store import Store
 
-__all__ = ["ACTS", "ACT_TIMEOUT", "demo", "example_path", "examples_dir", "register"]
+__all__ = ["example_path", "register"]
 
 ACTS = (1, 2, 3, 4)
 ACT_TIMEOUT = 90.0

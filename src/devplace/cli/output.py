@@ -1,7 +1,8 @@
 """Rendering objects for people and for programs: tables, JSON, YAML, `describe` text, watch lines.
 
 Pure functions from wire dicts (and the current time) to text, so every format is tested without a terminal.
-Tables have kubectl's shape: NAMESPACE (for namespaced kinds), NAME, a few kind-specific columns, AGE. On a
+Tables have kubectl's shape: NAMESPACE (for namespaced kinds), NAME, a few kind-specific columns, AGE
+(`get brokers` is a view of Configurations: strategy and the controller's desired/running/pending counts). On a
 terminal the CLI draws them with rich; otherwise `plain_table` aligns columns with spaces, which scripts can
 split on whitespace. Missing values show as `<none>`, like kubectl.
 """
@@ -19,10 +20,11 @@ from rich import box
 from rich.table import Table
 
 __all__ = [
+    "BROKER_HEADERS",
     "FORMATS",
-    "Column",
     "age",
-    "columns_for",
+    "broker_rows",
+    "broker_summary",
     "describe",
     "event_line",
     "json_line",
@@ -125,9 +127,9 @@ _KIND_COLUMNS: dict[str, list[Column]] = {
         Column("USED/CAPACITY", _instance_usage),
     ],
     "ResourceClass": [
-        Column("TERMS", lambda o: str(len(_dig(o, "spec", "resourceSelector") or []))),
         Column("ALLOCATABLE", lambda o: _text(_dig(o, "status", "allocatable"))),
         Column("REQUESTED", lambda o: _text(_dig(o, "status", "requested"))),
+        Column("STRATEGY", _spec("selectionStrategy")),
     ],
     "Node": [Column("STATUS", _node_status)],
     "Pod": [Column("STATUS", _pod_status), Column("NODE", _spec("nodeName"))],
@@ -136,6 +138,33 @@ _KIND_COLUMNS: dict[str, list[Column]] = {
     "Job": [Column("COMPLETIONS", _ratio(("status", "succeeded"), ("spec", "completions")))],
     "Deployment": [Column("READY", _ratio(("status", "readyReplicas"), ("spec", "replicas")))],
 }
+
+
+BROKER_HEADERS = ["NAMESPACE", "CONFIGURATION", "STRATEGY", "DESIRED", "RUNNING", "PENDING"]
+_BROKER_COUNTS = ("desired", "running", "pending")
+
+
+def broker_summary(configuration: Mapping[str, Any]) -> dict[str, Any]:
+    """One Configuration's brokers: its strategy and the controller's counts from `status.brokers` (None: not
+    reported yet, e.g. no controller has seen it)."""
+    counts = _dig(configuration, "status", "brokers")
+    counts = counts if isinstance(counts, Mapping) else {}
+    strategy = _strategy(configuration)
+    return {
+        "namespace": _dig(configuration, "metadata", "namespace"),
+        "configuration": _dig(configuration, "metadata", "name"),
+        "strategy": None if strategy == NONE else strategy,
+        **{key: counts.get(key) for key in _BROKER_COUNTS},
+    }
+
+
+def broker_rows(configurations: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """`devplace get brokers`: a row per Configuration under `BROKER_HEADERS`."""
+    rows = []
+    for configuration in configurations:
+        summary = broker_summary(configuration)
+        rows.append([_text(summary[key]) for key in ("namespace", "configuration", "strategy", *_BROKER_COUNTS)])
+    return rows
 
 
 def age(seconds: float) -> str:

@@ -4,10 +4,14 @@ The store comes from `--store` (on each command, or on `devplace` itself once th
 it in `ctx.obj["store"]`), else `$DEVPLACE_STORE`, else `sqlite:///./devplace.db`. `http://HOST:PORT` talks to a
 running `devplace server`.
 
-Apply is create-or-update with compare-and-swap: it reads the object, decides with `plan_apply` (a pure function:
-the manifest replaces what the user owns, the store keeps what it owns: identity metadata and `status`), writes
-with the resourceVersion it read, and on `Conflict` re-reads and re-decides. A manifest that carries its own
-`metadata.resourceVersion` is a precondition instead: a stale one fails with the conflict, never retried.
+Apply is create-or-update with compare-and-swap: `devplace.api.applies.plan_apply` (pure, shared with the
+simulation) decides inside `store.cas` (read, decide, write with the resourceVersion read; on `Conflict` re-read and
+re-decide). The manifest replaces what the user owns; the store keeps what it and the parts own (identity metadata,
+`status`, owner references and finalizers the manifest omits, an Instance's slot holders), and what the plan kept is
+printed beside the outcome: `Instance default/x configured (kept 2 slot holders written by agents)`. A manifest that
+carries its own `metadata.resourceVersion` is a precondition instead: a stale one fails with the conflict.
+Before writing, apply checks what the API server checks against stored objects (`devplace.scheduler.admissions`: a
+ResourceClass's spec is immutable, its class references exist and form no cycle), so the rules hold on any store.
 Documents are validated one by one before anything is written; a bad document is reported
 (`document 3: error: ...`) and skipped, the good ones are applied, and the exit code is 1 if any failed.
 
@@ -17,14 +21,12 @@ Every failure is one line on stderr, `error: <what>: <why>`, with exit code 1 an
 from __future__ import annotations
 
 import asyncio
-import copy
 import os
-import random
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -34,32 +36,25 @@ from devplace.api import manifests, registry
 from devplace.api.registry import KindInfo
 from devplace.cli import output
 from devplace.clocks import SystemClock
-from devplace.server.bodies import json_tree, validated
+from devplace.scheduler import admissions
 from devplace.store import Store, open_store
+from devplace.store.applies import Applied
+from devplace.store.applies import apply_object as apply_with
 
 __all__ = [
-    "DEFAULT_STORE",
-    "ApplyOutcome",
-    "Source",
     "StoreOption",
     "apply_object",
-    "fail",
-    "plan_apply",
     "raw_label",
     "read_sources",
     "register",
     "run",
     "store_url",
     "validate_document",
-    "with_store",
 ]
 
 DEFAULT_STORE = "sqlite:///./devplace.db"
-SERVER_OWNED = ("resourceVersion", "uid", "generation", "creationTimestamp", "deletionTimestamp", "managedFields")
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-APPLY_ATTEMPTS = 8
 
-ApplyOutcome = Literal["created", "configured", "unchanged"]
 
 StoreOption = Annotated[
     str | None,
@@ -201,67 +196,12 @@ def validate_document(raw: Any, namespace: str | None = None) -> dict[str, Any]:
                     "metadata.namespace", f"{meta['namespace']!r} does not match --namespace {namespace!r}"
                 )
             raw = {**raw, "metadata": {**meta, "namespace": namespace}}
-    return validated(json_tree(raw))
+    return manifests.validated(manifests.json_tree(raw))
 
 
-def plan_apply(desired: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The object to write so `current` matches the manifest `desired`, or None when it already does.
-
-    The manifest owns everything but the store's identity metadata (`SERVER_OWNED`) and `status`, which are kept
-    from `current` (status only when the manifest has none). The result carries `current`'s resourceVersion.
-    """
-    merged = copy.deepcopy(dict(desired))
-    meta = dict(merged.get("metadata") or {})
-    current_meta = current.get("metadata") or {}
-    for key in SERVER_OWNED:
-        meta.pop(key, None)
-        if key in current_meta:
-            meta[key] = current_meta[key]
-    merged["metadata"] = meta
-    if "status" not in desired and "status" in current:
-        merged["status"] = copy.deepcopy(current["status"])
-    if merged == dict(current):
-        return None
-    return merged
-
-
-async def apply_object(store: Store, desired: Mapping[str, Any], *, attempts: int = APPLY_ATTEMPTS) -> ApplyOutcome:
-    """Create or update one validated object by compare-and-swap (see the module doc)."""
-    meta = desired["metadata"]
-    kind, name, ns = desired["kind"], meta["name"], meta.get("namespace") or ""
-    pinned = meta.get("resourceVersion")
-    clock = SystemClock()
-    for attempt in range(attempts):
-        if attempt:
-            await clock.sleep(0.005 * 2 ** min(attempt, 5) * random.uniform(0.5, 1.5))
-        try:
-            current = await store.get(kind, name, ns)
-        except errors.NotFound:
-            if pinned:
-                raise errors.Conflict(
-                    f"resourceVersion {pinned} is given but the object does not exist; "
-                    "remove metadata.resourceVersion to create it"
-                ) from None
-            try:
-                await store.create({**desired, "metadata": {k: v for k, v in meta.items() if k not in SERVER_OWNED}})
-            except errors.AlreadyExists:
-                continue  # created meanwhile: re-read and decide again
-            return "created"
-        wanted = plan_apply(desired, current)
-        if wanted is None:
-            return "unchanged"
-        if pinned:
-            wanted["metadata"]["resourceVersion"] = str(pinned)
-        try:
-            await store.update(wanted)
-        except errors.Conflict:
-            if pinned:
-                raise
-            continue
-        except errors.NotFound:
-            continue  # deleted meanwhile: start over
-        return "configured"
-    raise errors.Conflict(f"gave up after {attempts} conflicting writes; try again")
+async def apply_object(store: Store, desired: Mapping[str, Any]) -> Applied:
+    """Create or update one validated object, with the API server's admission rules (see the module doc)."""
+    return await apply_with(store, desired, admission=admissions.ADMISSION)
 
 
 # -- commands ------------------------------------------------------------------------------------------------------
@@ -312,7 +252,7 @@ def apply(
                     failed = True
                     typer.echo(f"{doc_name}: error: {label}: {e.message}", err=True)
                     continue
-                typer.echo(f"{label} {outcome}")
+                typer.echo(f"{label} {outcome.describe()}")
             return 1 if failed else 0
 
         if not ready:
@@ -324,7 +264,9 @@ def apply(
 
 def get(
     ctx: typer.Context,
-    kind: Annotated[str, typer.Argument(help="Kind, plural or short name: configurations, instance, Node, ...")],
+    kind: Annotated[
+        str, typer.Argument(help="Kind, plural or short name: configurations, instance, Node, ...; or brokers")
+    ],
     name: Annotated[str | None, typer.Argument(help="One object's name (default: list)")] = None,
     namespace: NamespaceOption = None,
     all_namespaces: AllNamespacesOption = False,
@@ -332,12 +274,14 @@ def get(
     selector: SelectorOption = None,
     store: StoreOption = None,
 ) -> None:
-    """List objects of a kind, or show one."""
+    """List objects of a kind, or show one. `get brokers`: per Configuration, its strategy and broker counts."""
     url = store_url(ctx, store)
 
     async def body(st: Store) -> int:
         if output_format not in output.FORMATS:
             raise errors.Invalid.field("output", f"{output_format!r} is not one of {', '.join(output.FORMATS)}")
+        if kind.lower() in BROKER_VIEW:
+            return await _get_brokers(st, name, namespace, all_namespaces, output_format, selector)
         info = _kind(kind)
         ns = _namespace(info, namespace, all_namespaces and name is None)
         if name is not None:
@@ -365,6 +309,35 @@ def get(
         return 0
 
     run(lambda: with_store(url, body))
+
+
+BROKER_VIEW = ("brokers", "broker")
+"""`devplace get brokers`: not a kind but a view of Configurations (`output.broker_summary`)."""
+
+
+async def _get_brokers(
+    st: Store, name: str | None, namespace: str | None, all_namespaces: bool, output_format: str, selector: str | None
+) -> int:
+    info = _kind("Configuration")
+    ns = _namespace(info, namespace, all_namespaces and name is None)
+    if name is not None:
+        items = [await st.get(info.kind, name, ns or "")]
+    else:
+        items = (await st.list(info.kind, ns, selector)).items
+    if output_format in ("json", "yaml"):
+        summaries = [output.broker_summary(obj) for obj in items]
+        shown: Any = summaries[0] if name is not None else summaries
+        typer.echo(output.to_json(shown) if output_format == "json" else output.to_yaml(shown))
+    elif output_format == "name":
+        for obj in items:
+            typer.echo(f"{info.plural}/{obj['metadata']['name']}")
+    elif not items:
+        typer.echo(f"No resources found{f' in {ns} namespace' if ns else ''}.", err=True)
+    elif _is_tty():
+        Console().print(output.rich_table(output.BROKER_HEADERS, output.broker_rows(items)))
+    else:
+        typer.echo(output.plain_table(output.BROKER_HEADERS, output.broker_rows(items)))
+    return 0
 
 
 def describe(
@@ -452,9 +425,10 @@ def watch(
                 if emit("ADDED", obj, int(obj["metadata"]["resourceVersion"])):
                     return 0
             start = current.revision
-        async for event in st.watch(info.kind, ns, since=start, selector=selector):
-            if emit(event.type, event.object, event.revision):
-                return 0
+        async with st.watch(info.kind, ns, since=start, selector=selector) as events:
+            async for event in events:
+                if emit(event.type, event.object, event.revision):
+                    return 0
         return 0
 
     run(lambda: with_store(url, body))

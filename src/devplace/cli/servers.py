@@ -19,7 +19,7 @@ import typer
 from devplace import errors
 from devplace.cli.resources import StoreOption, run, store_url
 
-__all__ = ["listening_socket", "register", "server"]
+__all__ = ["listening_socket", "register"]
 
 
 def server(

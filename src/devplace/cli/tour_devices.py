@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
 from devplace.agent.instances import instance_name
 from devplace.cli.tours import Tour
-from devplace.sim import Fleet
+from devplace.sim import Fleet, invariants
 from devplace.store import Store
 
 __all__ = [
-    "UsageHistory",
     "contention_act",
-    "double_bookings",
     "holder_label",
     "sharing_act",
     "view",
@@ -60,37 +57,6 @@ def holder_label(holder: str) -> str:
     if holder.startswith("C:") and holder.count(":") >= 2:
         return f"{holder.rsplit(':', 1)[1]} (CL)"
     return f"{holder} (IL)"
-
-
-def double_bookings(states: Mapping[str, Sequence[Mapping[str, str]]]) -> list[str]:
-    """Slots that went from one holder straight to another between consecutive states of an Instance (a slot held by
-    two parties at once). Empty when every change was a claim of a free slot or a release."""
-    found = []
-    for name, seq in states.items():
-        for before, after in itertools.pairwise(seq):
-            for slot in sorted(set(before) | set(after)):
-                old, new = before.get(slot, ""), after.get(slot, "")
-                if old and new and old != new:
-                    found.append(f"{name} {slot}: {old!r} -> {new!r}")
-    return found
-
-
-@dataclass
-class UsageHistory:
-    """Every deviceUsage state of every Instance, in the order a store watch delivered them."""
-
-    states: dict[str, list[dict[str, str]]] = field(default_factory=dict)
-    error: str = ""
-
-    def record(self, event_type: str, obj: Mapping[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        usage = {} if event_type == "DELETED" else dict((obj.get("spec") or {}).get("deviceUsage") or {})
-        seq = self.states.setdefault(name, [])
-        if not seq or seq[-1] != usage:
-            seq.append(usage)
-
-    def latest(self) -> dict[str, dict[str, str]]:
-        return {name: seq[-1] for name, seq in self.states.items() if seq}
 
 
 # -- shared plumbing -------------------------------------------------------------------------------------------------
@@ -355,43 +321,6 @@ _CAPACITY = 5
 _ROUNDS = 10
 
 
-@contextlib.asynccontextmanager
-async def _recording(store: Store) -> AsyncIterator[UsageHistory]:
-    """Record every Instance state from now on, through a store watch, while the block runs."""
-    history = UsageHistory()
-    listed = await store.list("Instance", NAMESPACE)
-    for obj in listed.items:
-        history.record("ADDED", obj)
-
-    async def follow() -> None:
-        try:
-            async for event in store.watch("Instance", NAMESPACE, since=listed.revision):
-                history.record(event.type, event.object)
-        except errors.DevplaceError as e:
-            history.error = e.message
-
-    task = asyncio.get_running_loop().create_task(follow(), name="demo-usage-history")
-    try:
-        yield history
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-
-async def _caught_up(history: UsageHistory, fleet: Fleet, configuration: str) -> bool:
-    """Wait (bounded, real time) until the watch has delivered the Instances' current states."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + _CATCH_UP
-    while True:
-        current = {name: _usage(i) for name, i in (await _instances(fleet, configuration)).items()}
-        latest = history.latest()
-        if all(latest.get(name) == usage for name, usage in current.items()):
-            return True
-        if loop.time() > deadline or history.error:
-            return False
-        await asyncio.sleep(0.01)
-
-
 async def contention_act(tour: Tour, store: Store) -> None:
     """Act 3: seed 001's ten nodes contending for one device of capacity five, over `store`."""
     tour.act(
@@ -444,11 +373,11 @@ async def _contention_steps(tour: Tour, fleet: Fleet) -> None:
     )
     running: dict[str, str] = {}
     lost: dict[str, tuple[str, str]] = {}
-    async with _recording(fleet.store) as history:
+    async with invariants.recording(fleet.store) as history:
         contenders = list(_CONTENDERS)
-        for attempt in range(1, _ROUNDS + 1):
+        for round_ in range(1, _ROUNDS + 1):
             pods = await asyncio.gather(
-                *(fleet.run_pod(f"broker-{node}-{attempt}", node=node, requests={resource: 1}) for node in contenders)
+                *(fleet.run_pod(f"broker-{node}-{round_}", node=node, requests={resource: 1}) for node in contenders)
             )
             reasons: Counter[str] = Counter()
             for pod in pods:
@@ -464,14 +393,14 @@ async def _contention_steps(tour: Tour, fleet: Fleet) -> None:
                     lost[node] = (reason, str(status.get("message") or ""))
             failed = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
             tour.say(
-                f"round {attempt}: {len(pods)} asked, {len(pods) - sum(reasons.values())} ran"
+                f"round {round_}: {len(pods)} asked, {len(pods) - sum(reasons.values())} ran"
                 + (f", {sum(reasons.values())} failed ({failed})" if reasons else "")
                 + f"; {len(running)} running in all"
             )
             held = _held((await _instances(fleet, _SHARED)).get(name, {}))
             if len(held) >= _CAPACITY or not contenders:
                 break
-        synced = await _caught_up(history, fleet, _SHARED)
+        synced = await history.caught_up(fleet.store, _CATCH_UP)
 
     instance = (await _instances(fleet, _SHARED)).get(name, {})
     usage = _usage(instance)
@@ -503,7 +432,7 @@ async def _contention_steps(tour: Tour, fleet: Fleet) -> None:
         because="no slot has two holders",
     )
     states = sum(len(seq) for seq in history.states.values())
-    bookings = double_bookings(history.states)
+    bookings = history.double_bookings()
     tour.expect(
         synced and not bookings and states >= 1 + _CAPACITY,
         f"{states} Instance states watched{'' if synced else ' (the watch fell behind)'}, "

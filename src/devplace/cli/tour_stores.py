@@ -25,7 +25,7 @@ from devplace.clocks import SystemClock
 from devplace.server.errors import http_status
 from devplace.store import Store
 
-__all__ = ["BAD_MANIFEST", "store_act"]
+__all__ = ["store_act"]
 
 BAD_MANIFEST: dict[str, Any] = {
     "apiVersion": "akri.sh/v0",
@@ -60,9 +60,9 @@ async def _apply(tour: Tour, store: Store, examples: Path, applied: list[dict[st
     for obj, origin in objects:
         outcome = await apply_object(store, obj)
         applied.append(obj)
-        outcomes.append(outcome)
-        tour.say(f"{output.label_of(obj)} {outcome}   ({origin})")
-    again = [await apply_object(store, obj) for obj, _ in objects]
+        outcomes.append(outcome.outcome)
+        tour.say(f"{output.label_of(obj)} {outcome.describe()}   ({origin})")
+    again = [(await apply_object(store, obj)).outcome for obj, _ in objects]
     tour.expect(
         bool(objects) and again == ["unchanged"] * len(objects),
         f"{len(objects)} documents applied ({_counts(outcomes)}); applied again: {_counts(again)}",

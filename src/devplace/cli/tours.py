@@ -23,7 +23,7 @@ from rich.text import Text
 
 from devplace.cli import output
 
-__all__ = ["Check", "Tour"]
+__all__ = ["Tour"]
 
 
 @dataclass(frozen=True)

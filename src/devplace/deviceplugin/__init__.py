@@ -3,6 +3,8 @@
 Generated stubs live in `devplace.deviceplugin.v1beta1` and `devplace.deviceplugin.podresources.v1` (regenerate with
 `make protos`; CI checks them with `tools/protos.py --check`). `devplace.deviceplugin.errors` is the only module that
 translates between devplace errors and gRPC status codes.
+
+gRPC's own INFO lines are silenced by the `devplace` package itself (see its docstring), before grpc is imported.
 """
 
 from devplace.deviceplugin import constants
@@ -11,9 +13,7 @@ from devplace.deviceplugin.constants import (
     DEVICE_PLUGIN_DIR,
     HEALTHY,
     KUBELET_SOCKET_NAME,
-    MAX_DEVICE_ID,
     POD_RESOURCES_DIR,
-    PRE_START_CONTAINER_TIMEOUT,
     UNHEALTHY,
     VERSION,
 )
@@ -24,9 +24,7 @@ __all__ = [
     "DEVICE_PLUGIN_DIR",
     "HEALTHY",
     "KUBELET_SOCKET_NAME",
-    "MAX_DEVICE_ID",
     "POD_RESOURCES_DIR",
-    "PRE_START_CONTAINER_TIMEOUT",
     "UNHEALTHY",
     "VERSION",
     "abort",

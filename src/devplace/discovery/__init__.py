@@ -9,6 +9,7 @@
 - `v0`: generated stubs of the Akri protocol (regenerate with `make protos`).
 """
 
+import devplace.deviceplugin  # noqa: F401  # first: it quiets gRPC's own logging before grpc is imported
 from devplace.discovery.bridge import ExternalHandler, RegistrationServer
 from devplace.discovery.debugecho import DEBUG_ECHO_DESCRIPTION, DebugEchoHandler
 from devplace.discovery.devices import Device, DeviceSpec, Mount, Properties

@@ -3,14 +3,16 @@
 Each object is a cluster-scoped fleet kind (see `devplace.api.fleet`), keyed by a deterministic DNS-1123 encoding of
 its full EMCO path, labelled with its parent's store name, so creating a duplicate is a store-level `AlreadyExists`
 and listing children is one label-selector list. Every write is a compare-and-swap: creates are `store.create`,
-updates `store.update` with the resourceVersion just read, deletes carry it as a precondition.
+updates and deletes go through `store.cas` (read, decide, write with the resourceVersion read).
 
 "Refuse PUT and DELETE while children exist" without races:
 - Creating a child is (1) check that every ancestor exists, (2) `store.create(child)`, (3) bump a counter annotation
   on the parent by CAS (re-read and retry on Conflict). If the parent is gone at (3), the child deletes itself and the
   create fails with 404 - a concurrent delete of the parent won.
 - Deleting (or replacing) a parent is (1) read it (resourceVersion R), (2) list its children and refuse if any,
-  (3) delete (update) with precondition R; a Conflict restarts from (1).
+  (3) delete (update) it through `store.cas` starting from R. A fresh copy whose child-writes counter moved means a
+  child was written since the listing: the decision refuses with `Conflict` (409; the client retries); any other
+  change (a concurrent PUT of the parent) is re-decided on the fresh copy.
 - Interleavings: if the child's bump lands before the parent's write, the parent's precondition fails and the re-run
   sees the child; if the parent's write lands first, the child's bump finds no parent and the child removes itself.
   Either way no child outlives its parent (a process dying between (2) and (3) of a create can leave one orphan,
@@ -36,9 +38,9 @@ updates `store.update` with the resourceVersion just read, deletes carry it as a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +50,7 @@ from devplace.api import fleet
 from devplace.api.fleet import Level
 from devplace.clocks import Clock, SystemClock
 from devplace.store.base import Store
-from devplace.store.mutations import mutate
+from devplace.store.cas import DELETE, Delete, cas
 
 __all__ = ["Catalog", "Subtree", "dig_state"]
 
@@ -129,6 +131,41 @@ def _claims_anew(body: fleet.EmcoBody, current: Mapping[str, Any] | None) -> boo
     if not isinstance(body, fleet.HpaRequirementBody) or not body.spec.is_allocatable:
         return False
     return current is None or _pending(current) or _claim(current) != body.spec.name
+
+
+def _bumped(current: Mapping[str, Any]) -> Obj:
+    """`current` with its child-writes counter one higher."""
+    out = copy.deepcopy(dict(current))
+    annotations = _annotations(out)
+    annotations[fleet.CHILD_WRITES_ANNOTATION] = str(int(annotations.get(fleet.CHILD_WRITES_ANNOTATION, 0)) + 1)
+    out["metadata"]["annotations"] = annotations
+    return out
+
+
+def child_writes(obj: Mapping[str, Any]) -> str:
+    return _annotations(obj).get(fleet.CHILD_WRITES_ANNOTATION, "0")
+
+
+def _restored(obj: Mapping[str, Any]) -> Obj | Delete:
+    """The undo of the pending write on `obj`: delete it (it was created) or restore the body it replaced."""
+    previous = json.loads(_annotations(obj)[PENDING_ANNOTATION])
+    if previous is None:
+        return DELETE
+    restored = _unmarked(obj)
+    restored["spec"]["emco"] = previous
+    return restored
+
+
+class _RivalWon(Exception):
+    """A rival's claim was confirmed before this writer could undo it."""
+
+    def __init__(self, rival: Obj) -> None:
+        super().__init__(rival["metadata"]["name"])
+        self.rival = rival
+
+
+class _Undone(Exception):
+    """This writer's pending claim was undone (or replaced) by another writer."""
 
 
 class Catalog:
@@ -252,16 +289,15 @@ class Catalog:
                     f"for {body.spec.name}",
                 )
 
-    async def _bump(self, level: Level, path: tuple[str, ...]) -> None:
-        def decide(current: Obj) -> Obj:
-            meta = current["metadata"]
-            annotations = dict(meta.get("annotations") or {})
-            annotations[fleet.CHILD_WRITES_ANNOTATION] = str(int(annotations.get(fleet.CHILD_WRITES_ANNOTATION, 0)) + 1)
-            meta["annotations"] = annotations
-            return current
+    async def _cas(self, level: Level, name: str, decide: Any, first: Obj | None = None) -> Obj:
+        written = await cas(
+            self.store, level.kind, name, "", decide, first=first, clock=self.clock, attempts=self.attempts
+        )
+        return written.object
 
+    async def _bump(self, level: Level, path: tuple[str, ...]) -> None:
         try:
-            await mutate(self.store, level.kind, level.store_name(path), "", decide, clock=self.clock)
+            await self._cas(level, level.store_name(path), _bumped)
         except errors.NotFound:
             raise errors.NotFound(f"{level.describe(path)} not found") from None
 
@@ -301,21 +337,8 @@ class Catalog:
 
     async def _withdraw(self, level: Level, stored: Obj) -> None:
         """Delete a child whose parent vanished while it was being created, even if it was written meanwhile."""
-        name = stored["metadata"]["name"]
-        current = stored
-        for attempt in range(self.attempts):
-            try:
-                await self.store.delete(level.kind, name, resource_version=current["metadata"]["resourceVersion"])
-                return
-            except errors.NotFound:
-                return
-            except errors.Conflict:
-                await self._backoff(attempt)
-            try:
-                current = await self.store.get(level.kind, name)
-            except errors.NotFound:
-                return
-        raise errors.Conflict(f"{level.kind} {name}: gave up removing it after {self.attempts} conflicting writes")
+        with contextlib.suppress(errors.NotFound):
+            await self._cas(level, stored["metadata"]["name"], lambda _: DELETE, first=stored)
 
     async def _settle(self, path: tuple[str, ...], body: fleet.HpaRequirementBody, stored: Obj) -> Obj:
         """Confirm the pending claim `stored` makes on an allocatable resource, or undo it and refuse (409): see the
@@ -323,37 +346,43 @@ class Catalog:
         level = fleet.HPA_REQUIREMENT
         resource = body.spec.name
         consumer = fleet.HPA_CONSUMER.store_name(path[:-1])
-        mine = stored
-        for attempt in range(self.attempts):
-            rivals = [
-                o
-                for o in await self.children(level, consumer)
-                if o["metadata"]["name"] != mine["metadata"]["name"] and _claim(o) == resource
-            ]
-            winner = next((o for o in rivals if not _pending(o)), None) or next(
-                (o for o in rivals if path_of(o)[-1] < path[-1]), None
-            )
-            if winner is not None:
-                await self._undo_own(mine)
-                raise self._duplicate(path, resource, winner)
-            try:
-                for rival in rivals:  # all pending, all sorting later: they lose
-                    await self._undo(rival)
-                confirmed = await self.store.update(_unmarked(mine))
-            except (errors.Conflict, errors.NotFound):
-                await self._backoff(attempt)
-                try:
-                    mine = await self.store.get(level.kind, mine["metadata"]["name"])
-                except errors.NotFound:
-                    mine = {}
-                if not mine or not _pending(mine):  # a rival undid this write (or another write replaced it)
-                    raise await self._undone(path, resource) from None
-                continue
-            if rivals:
-                await self._touch_parents_after_undo(path)
-            return confirmed
-        await self._undo_own(mine)
-        raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
+        rivals = [
+            o
+            for o in await self.children(level, consumer)
+            if o["metadata"]["name"] != stored["metadata"]["name"] and _claim(o) == resource
+        ]
+        winner = next((o for o in rivals if not _pending(o)), None) or next(
+            (o for o in rivals if path_of(o)[-1] < path[-1]), None
+        )
+        if winner is not None:
+            await self._undo_own(stored)
+            raise self._duplicate(path, resource, winner)
+
+        def undo_rival(current: Obj) -> Obj | Delete | None:
+            if _claim(current) != resource:
+                return None  # no longer a rival
+            if not _pending(current):
+                raise _RivalWon(current)  # confirmed before this writer could undo it: it wins
+            return _restored(current)
+
+        def confirm(current: Obj) -> Obj:
+            if not _pending(current) or _claim(current) != resource:
+                raise _Undone  # a rival undid this write, or another write replaced it
+            return _unmarked(current)
+
+        try:
+            for rival in rivals:  # all pending, all sorting later: they lose
+                with contextlib.suppress(errors.NotFound):
+                    await self._cas(level, rival["metadata"]["name"], undo_rival, first=rival)
+            confirmed = await self._cas(level, stored["metadata"]["name"], confirm, first=stored)
+        except _RivalWon as won:
+            await self._undo_own(stored)
+            raise self._duplicate(path, resource, won.rival) from None
+        except (_Undone, errors.NotFound):
+            raise await self._undone(path, resource) from None
+        if rivals:
+            await self._touch_parents_after_undo(path)
+        return confirmed
 
     def _duplicate(self, path: tuple[str, ...], resource: str, winner: Obj) -> errors.Refused:
         return errors.Refused(
@@ -368,41 +397,18 @@ class Catalog:
                 return self._duplicate(path, resource, other)
         return errors.Conflict(f"{fleet.HPA_REQUIREMENT.describe(path)} was changed concurrently; retry")
 
-    async def _undo(self, obj: Obj) -> None:
-        """Undo the pending write on `obj` with a CAS on the version read (`Conflict` if it changed meanwhile)."""
-        previous = json.loads(_annotations(obj)[PENDING_ANNOTATION])
-        if previous is None:
-            await self.store.delete(
-                obj["kind"], obj["metadata"]["name"], resource_version=obj["metadata"]["resourceVersion"]
-            )
-        else:
-            restored = _unmarked(obj)
-            restored["spec"]["emco"] = previous
-            await self.store.update(restored)
-
     async def _undo_own(self, mine: Obj) -> None:
         """Undo this writer's pending write, even if the object was rewritten meanwhile, then bump the parents."""
         level = fleet.HPA_REQUIREMENT
         if json.loads(_annotations(mine)[PENDING_ANNOTATION]) is None:
             await self._withdraw(level, mine)
         else:
-            current = mine
-            for attempt in range(self.attempts):
-                try:
-                    await self._undo(current)
-                    break
-                except errors.NotFound:
-                    break  # deleted meanwhile: nothing left to restore
-                except errors.Conflict:
-                    await self._backoff(attempt)
-                try:
-                    current = await self.store.get(level.kind, mine["metadata"]["name"])
-                except errors.NotFound:
-                    break
-                if not _pending(current):
-                    break  # undone by a rival already (or replaced by another write)
-            else:
-                raise errors.Conflict(f"{level.kind} {mine['metadata']['name']}: gave up restoring it")
+
+            def undo(current: Obj) -> Obj | Delete | None:
+                return _restored(current) if _pending(current) else None  # not pending: undone by a rival already
+
+            with contextlib.suppress(errors.NotFound):  # deleted meanwhile: nothing left to restore
+                await self._cas(level, mine["metadata"]["name"], undo, first=mine)
         await self._touch_parents_after_undo(path_of(mine))
 
     async def _touch_parents_after_undo(self, path: tuple[str, ...]) -> None:
@@ -424,8 +430,11 @@ class Catalog:
                     "delete them first"
                 )
 
-    async def _backoff(self, attempt: int) -> None:
-        await self.clock.sleep(0.002 * (2 ** min(attempt, 6)) * random.uniform(0.5, 1.5))
+    @staticmethod
+    def _children_unchanged(level: Level, path: tuple[str, ...], verb: str, seen: Obj, current: Obj) -> None:
+        """Refuse to decide on `current` when a child was written since the children were listed under `seen`."""
+        if child_writes(current) != child_writes(seen):
+            raise errors.Conflict(f"{level.describe(path)} cannot be {verb}: its children changed meanwhile; retry")
 
     async def put(self, level: Level, path: tuple[str, ...], raw: Any) -> tuple[Obj, bool]:
         """PUT: replace the body (409 while children exist), or create when absent; returns (body, created)."""
@@ -435,61 +444,59 @@ class Catalog:
         if identity != path[level.parent_width :]:
             field = "metadata.name" if identity[0] != path[level.parent_width] else "spec.compositeAppVersion"
             raise errors.Invalid.field(field, f"must match the URL ({'/'.join(path[level.parent_width :])})")
-        for attempt in range(self.attempts):
-            parents = await self.ancestors(level, path)
+        parents = await self.ancestors(level, path)
+        try:
+            seen = await self.store.get(level.kind, level.store_name(path))
+        except errors.NotFound:
             try:
-                current = await self.store.get(level.kind, level.store_name(path))
-            except errors.NotFound:
-                try:
-                    return await self.create(level, path[: level.parent_width], body), True
-                except errors.AlreadyExists:
-                    await self._backoff(attempt)
-                    continue
-            await self._refuse_children(level, path, "updated")
-            await self._check_rules(level, path, body, parents)
-            settle = _claims_anew(body, current)
+                return await self.create(level, path[: level.parent_width], body), True
+            except errors.AlreadyExists:
+                seen = await self._read(level, path)  # created meanwhile: replace it
+        await self._refuse_children(level, path, "updated")
+        await self._check_rules(level, path, body, parents)
+
+        def decide(current: Obj) -> Obj:
+            self._children_unchanged(level, path, "updated", seen, current)
             updated = _unmarked(current)
-            if settle:  # keep the undo of a write still pending on this object: it restores the confirmed body
+            if _claims_anew(body, current):
+                # keep the undo of a write still pending on this object: it restores the confirmed body
                 previous = json.loads(_annotations(current)[PENDING_ANNOTATION]) if _pending(current) else view(current)
                 _mark(updated, previous)
             updated["spec"]["emco"] = body.to_wire()
-            try:
-                stored = await self.store.update(updated)
-            except errors.Conflict:
-                await self._backoff(attempt)
-                continue
-            try:
-                await self._touch_parents(level, path)
-            except errors.NotFound:
-                pass  # cannot happen: a delete of the parent would have found this child and refused
-            if settle:
-                assert isinstance(body, fleet.HpaRequirementBody)
-                stored = await self._settle(path, body, stored)
-            return view(stored), False
-        raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
+            return updated
+
+        try:
+            stored = await self._cas(level, seen["metadata"]["name"], decide, first=seen)
+        except errors.NotFound:
+            raise errors.NotFound(f"{level.describe(path)} not found (deleted while being replaced)") from None
+        try:
+            await self._touch_parents(level, path)
+        except errors.NotFound:
+            pass  # cannot happen: a delete of the parent would have found this child and refused
+        if _pending(stored):
+            assert isinstance(body, fleet.HpaRequirementBody)
+            stored = await self._settle(path, body, stored)
+        return view(stored), False
 
     async def delete(self, level: Level, path: tuple[str, ...]) -> None:
         """DELETE: 404 if missing, 409 while children exist (or while a deployment intent group is instantiated)."""
-        for attempt in range(self.attempts):
-            current = await self.read(level, path)
-            await self._refuse_children(level, path, "deleted")
+        seen = await self.read(level, path)
+        await self._refuse_children(level, path, "deleted")
+
+        def decide(current: Obj) -> Delete:
+            self._children_unchanged(level, path, "deleted", seen, current)
             if level is fleet.DEPLOYMENT_INTENT_GROUP and dig_state(current) == "Instantiated":
                 raise errors.Refused(f"{level.describe(path)} is instantiated; terminate it before deleting it")
-            try:
-                await self.store.delete(
-                    level.kind, current["metadata"]["name"], resource_version=current["metadata"]["resourceVersion"]
-                )
-            except errors.Conflict:
-                await self._backoff(attempt)
-                continue
-            except errors.NotFound:
-                raise errors.NotFound(f"{level.describe(path)} not found") from None
-            try:
-                await self._touch_parents(level, path)
-            except errors.NotFound:
-                pass  # the parent went right after this child did: nothing is left to keep consistent
-            return
-        raise errors.Conflict(f"{level.describe(path)}: gave up after {self.attempts} conflicting writes")
+            return DELETE
+
+        try:
+            await self._cas(level, seen["metadata"]["name"], decide, first=seen)
+        except errors.NotFound:
+            raise errors.NotFound(f"{level.describe(path)} not found") from None
+        try:
+            await self._touch_parents(level, path)
+        except errors.NotFound:
+            pass  # the parent went right after this child did: nothing is left to keep consistent
 
     async def write_status(self, dig: Obj, status: Obj) -> Obj:
         """CAS the decision into a deployment intent group read earlier; `Conflict` if anything changed since."""

@@ -3,7 +3,7 @@
 EMCO keeps a cluster's labels as separate objects; devplace keeps them in the cluster body's `metadata.labels`, the map
 generic placement intents select on, so a label written here is what the next plan reads (EMCO's went stale). EMCO's
 labels are plain strings; here `edge` is key `edge` with value "" and `zone=east` is key `zone` with value `east`, so
-one key holds one value. Each write is one CAS on the cluster (`mutate`): two clients adding labels at once both land.
+one key holds one value. Each write is one `store.cas` on the cluster: two clients adding labels at once both land.
 
 Adding a label whose key is present is 409 (a duplicate, or another value for the key); reading or deleting a label the
 cluster does not carry is 404. `zone` names the key whatever its value; `zone=east` must match the value too.
@@ -21,7 +21,7 @@ from devplace import errors
 from devplace.api import fleet
 from devplace.api.meta import invalid_from
 from devplace.placement.catalog import Catalog
-from devplace.store.mutations import mutate
+from devplace.store.cas import cas
 
 __all__ = ["ClusterLabels", "label_added", "label_removed", "labels_of"]
 
@@ -85,9 +85,8 @@ class ClusterLabels:
                 raise
 
         try:
-            await mutate(
-                self.catalog.store, CLUSTER.kind, stored["metadata"]["name"], "", decide, clock=self.catalog.clock
-            )
+            name = stored["metadata"]["name"]
+            await cas(self.catalog.store, CLUSTER.kind, name, "", decide, clock=self.catalog.clock)
         except errors.NotFound as e:
             if refused and e is refused[-1]:
                 raise

@@ -7,8 +7,9 @@ concurrently under its own timeout, combine (`combiner.combine`), patch manifest
 
 - `plan` evaluates and returns the document (state `Planned` or `Failed`, `dryRun: true`); nothing is written.
 - `instantiate` evaluates and writes the document into the group's `status` with a CAS on the resourceVersion the
-  evaluation read. Any write in the group's subtree bumps that version (see `catalog`), so a decision is never
-  committed against intents that changed under it: on Conflict the whole evaluation runs again (bounded). A failed
+  evaluation read, through `store.cas`. Any write in the group's subtree bumps the group's child-writes counter (see
+  `catalog`), so a decision is never committed against intents that changed under it: then the decision is dropped
+  and the whole evaluation runs again (bounded), while a change of the group's status alone is re-decided. A failed
   decision is recorded too (state `Failed`, with the reasons, no resources) and then raised as `Refused` (409), so
   `GET .../status` explains it. An instantiated group must be terminated before it is instantiated again.
 - Intents that cannot be applied (an intent naming an app the composite app lacks, a consumer naming a workload or
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +36,7 @@ from devplace.placement.generic import AppIntent, ClusterSelector
 from devplace.placement.hpa import Consumer, Requirement
 from devplace.placement.inventory import ClusterInventory, ClusterRef, live_inventory, static_inventory
 from devplace.store.base import Store
+from devplace.store.cas import Decide, cas
 
 __all__ = ["PlacementService"]
 
@@ -197,9 +198,6 @@ class PlacementService:
         doc = reports.status_document(state, decision, resources, replicas, warnings, errs, dry_run=dry_run)
         return doc, tree.dig, ok
 
-    async def _backoff(self, attempt: int) -> None:
-        await self.clock.sleep(0.002 * (2 ** min(attempt, 6)) * random.uniform(0.5, 1.5))
-
     # -- verbs ------------------------------------------------------------------------------------------------
 
     async def plan(self, dig_path: tuple[str, ...]) -> Obj:
@@ -207,35 +205,48 @@ class PlacementService:
         return doc
 
     async def instantiate(self, dig_path: tuple[str, ...]) -> Obj:
-        for attempt in range(self.attempts):
-            doc, dig, ok = await self._evaluate(dig_path, dry_run=False)
-            if dig_state(dig) == "Instantiated":
+        """Evaluate and commit in one CAS on the group: the write is conditioned on the group as the evaluation read
+        it, and every intent write bumps the group (`child_writes`), so a decision made from intents that changed
+        under it conflicts and is evaluated again on fresh reads, with the CAS loop's bounded backoff."""
+        results: list[tuple[Obj, bool]] = []
+
+        async def decide(_stored: Obj) -> Obj:
+            doc, evaluated, ok = await self._evaluate(dig_path, dry_run=False)
+            if dig_state(evaluated) == "Instantiated":
                 raise errors.Refused(f"{DIG.describe(dig_path)} is already instantiated; terminate it first")
-            try:
-                await self.catalog.write_status(dig, doc)
-            except errors.Conflict:
-                await self._backoff(attempt)
-                continue
-            if not ok:
-                raise errors.Refused(f"instantiation of {DIG.describe(dig_path)} failed: {'; '.join(doc['errors'])}")
-            return doc
-        raise errors.Conflict(f"{DIG.describe(dig_path)} kept changing during instantiation; try again")
+            results[:] = [(doc, ok)]
+            return {**evaluated, "status": doc}
+
+        try:
+            await self._write_status(dig_path, decide)
+        except errors.Conflict as e:
+            raise errors.Conflict(f"{DIG.describe(dig_path)} kept changing during instantiation; try again") from e
+        doc, ok = results[0]
+        if not ok:
+            raise errors.Refused(f"instantiation of {DIG.describe(dig_path)} failed: {'; '.join(doc['errors'])}")
+        return doc
 
     async def status(self, dig_path: tuple[str, ...]) -> Obj:
         dig = await self.catalog.read(DIG, dig_path)
         return copy.deepcopy(dig.get("status")) or reports.empty_status()
 
+    async def _write_status(self, dig_path: tuple[str, ...], decide: Decide, first: Obj | None = None) -> Obj:
+        name = first["metadata"]["name"] if first is not None else DIG.store_name(dig_path)
+        try:
+            written = await cas(
+                self.catalog.store, DIG.kind, name, "", decide, first=first, clock=self.clock, attempts=self.attempts
+            )
+        except errors.NotFound:
+            raise errors.NotFound(f"{DIG.describe(dig_path)} not found") from None
+        return written.object
+
     async def _transition(self, dig_path: tuple[str, ...], change: Any) -> Obj:
-        for attempt in range(self.attempts):
-            dig = await self.catalog.read(DIG, dig_path)
-            status = change(dig, copy.deepcopy(dig.get("status")) or reports.empty_status())
-            try:
-                await self.catalog.write_status(dig, status)
-            except errors.Conflict:
-                await self._backoff(attempt)
-                continue
-            return dict(status)
-        raise errors.Conflict(f"{DIG.describe(dig_path)}: gave up after {self.attempts} conflicting writes")
+        first = await self.catalog.read(DIG, dig_path)  # 404 naming the missing level
+
+        def decide(dig: Obj) -> Obj:
+            return {**dig, "status": change(dig, copy.deepcopy(dig.get("status")) or reports.empty_status())}
+
+        return dict((await self._write_status(dig_path, decide, first))["status"])
 
     async def terminate(self, dig_path: tuple[str, ...]) -> Obj:
         """Instantiated -> Terminated; the decision stays for the record, its resources go."""

@@ -4,15 +4,10 @@ The cap is an ASGI middleware so it covers every route (resource API and /v2) be
 whose Content-Length exceeds it is refused on its first read, and a chunked body is counted as it streams in and
 refused the moment it passes the cap. Either way the route raises before touching the store, so nothing is stored.
 
-Decoding accepts JSON and YAML (Kubernetes accepts both) and always yields what JSON could have carried: YAML
-timestamps become strings, non-string keys become strings, and anything else (binary, sets, NaN, infinities) is
-refused naming the field path, because it could not be stored or sent back.
-
-`validated` is the one check every write body passes (here and in the CLI): `devplace.api.normalize` must accept
-it, and then the object is kept as written, with only its namespace resolved (defaulted for namespaced kinds,
-dropped for cluster-scoped ones). Storing the model's re-serialisation instead would add every default and drop
-empty maps, so a store behind the server would not hand back what was put in (and Akri manifests would not
-round-trip unchanged); readers apply defaults when they parse objects into models.
+Decoding accepts JSON and YAML (Kubernetes accepts both) and always yields what JSON could have carried
+(`devplace.api.manifests.json_tree`, the one boundary shared with the CLI and the simulation: YAML timestamps become
+strings, non-string keys become strings, and anything else, binary, sets, NaN, infinities, is refused naming the field
+path, because it could not be stored or sent back). Every write body then passes `devplace.api.manifests.validated`.
 
 Problems found before any devplace rule runs are `errors.Malformed` (undecodable or empty: 400, as Kubernetes
 answers) and `errors.TooLarge` (413).
@@ -20,19 +15,16 @@ answers) and `errors.TooLarge` (413).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import math
-from collections.abc import Mapping
 from typing import Any
 
 import yaml
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from devplace import errors
-from devplace.api import registry
+from devplace.api.manifests import json_tree
 
-__all__ = ["BodyLimit", "decode_body", "json_tree", "validated"]
+__all__ = ["BodyLimit", "decode_body"]
 
 
 def _too_large(limit: int) -> errors.TooLarge:
@@ -125,51 +117,3 @@ def _type_name(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     return f"a {type(value).__name__}"
-
-
-def json_tree(value: Any, path: str = "") -> Any:
-    """`value` as JSON could carry it (see module doc); refuses what JSON cannot hold with `Invalid` at its path."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise errors.Invalid.field(path, f"{value} is not a finite number")
-        return value
-    if isinstance(value, dt.date):  # YAML timestamps: JSON would have carried the text
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            skey = _key_text(key, path)
-            if skey in out:
-                raise errors.Invalid.field(path, f"duplicate key {skey!r} (keys are compared as JSON text)")
-            out[skey] = json_tree(item, f"{path}.{skey}" if path else skey)
-        return out
-    if isinstance(value, list | tuple):
-        return [json_tree(item, f"{path}[{i}]") for i, item in enumerate(value)]
-    raise errors.Invalid.field(path, f"a {type(value).__name__} value cannot be stored (JSON types only)")
-
-
-def _key_text(key: Any, path: str) -> str:
-    if isinstance(key, str):
-        return key
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    if key is None:
-        return "null"
-    if isinstance(key, int | float | dt.date):
-        return str(json_tree(key, path))
-    raise errors.Invalid.field(path, f"a {type(key).__name__} cannot be a key (JSON keys are strings)")
-
-
-def validated(obj: Any) -> dict[str, Any]:
-    """`obj` as written once `registry.normalize` accepts it, with the namespace resolved (see the module doc)."""
-    wire = registry.normalize(obj)
-    assert isinstance(obj, dict)
-    meta = dict(obj["metadata"])
-    namespace = wire["metadata"].get("namespace")
-    if namespace:
-        meta["namespace"] = namespace
-    else:
-        meta.pop("namespace", None)
-    return {**obj, "metadata": meta}

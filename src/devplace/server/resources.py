@@ -6,65 +6,72 @@ Paths (the kind's scope, from the registry, decides which exist; anything else i
     /api/v1/[namespaces/{namespace}/]{plural}[/{name}]                   core kinds (Node, Pod, Service, ConfigMap)
 
 A namespaced kind at the cluster path lists (and watches) across namespaces; it has no item or create route there.
-Verbs: POST create (201), GET read, GET list (`labelSelector`), GET list with `watch=1` (NDJSON events from
-`resourceVersion`), PUT update (compare-and-swap: the body's resourceVersion must be current, else 409), DELETE
+Verbs: POST create (201), GET read, GET list (`labelSelector`, `fieldSelector`), GET list with `watch=1` (events
+from `resourceVersion`), PUT update (compare-and-swap: the body's resourceVersion must be current, else 409), DELETE
 (optional precondition as a `DeleteOptions` body or `?resourceVersion=`). Every body must pass
-`devplace.api.normalize` and is stored as written (`bodies.validated`); names and namespaces in the URL must agree
-with the body. Objects come back as stored:
+`devplace.api.normalize` and is stored as written (`api.manifests.validated`); names and namespaces in the URL must
+agree with the body; then the rules that need stored objects (`scheduler.admissions`: ResourceClass spec
+immutable, class references that exist and form no cycle). Objects come back as stored:
 an `akri.sh/v0` Configuration stays `akri.sh/v0` when read through the `devplace.io` path (both name one kind).
+
+Selectors are filtered by the store, so a client receives only what it asked for. A field selector may name
+`metadata.name`, `metadata.namespace` and the fields the kind declares (`api.selectors.FIELD_LABELS`); any other is
+refused with 400 `BadRequest` naming `fieldSelector`, as Kubernetes does ("field label not supported").
 
 Store-level operations the Kubernetes API has no path for live under `/store`: the current revision, compaction,
 and a watch across every kind. The remote store backend uses them.
 
-Watch: a watch without `resourceVersion` starts at the store's current revision, which the response names in the
-`X-Devplace-Watch-From` header (so a client can resume exactly). The server starts the store's watch when the
-request arrives and waits briefly for its first event, so a compacted revision is a 410 `Status` before any byte
-is streamed; a failure after that (or a slow backend's late `Gone`) arrives as an `ERROR` event carrying the
-`Status`, as Kubernetes does. The stream ends when the client goes away (the store watch is closed then) or after
-`timeoutSeconds`.
+Watch: the store's watch is entered (registered) before any byte is sent, so a compacted `resourceVersion` is a 410
+`Status` response, and a watch without `resourceVersion` starts at the store's revision at that moment. A failure
+after that arrives as an `ERROR` event carrying the `Status`, as Kubernetes does. Events are newline-delimited JSON,
+served as `application/json;stream=watch` to a client that asks for JSON (kubectl) and as NDJSON otherwise. The
+stream ends after `timeoutSeconds`; when the client goes away the store watch is exited at once, even if no event
+ever came (the response listens for the disconnect itself).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import Receive, Scope, Send
 
 from devplace import errors
 from devplace.api import registry
+from devplace.api.manifests import validated
 from devplace.api.registry import KindInfo
+from devplace.scheduler import admissions as admission
 from devplace.server import errors as http_errors
-from devplace.server.bodies import decode_body, validated
-from devplace.store.base import Event, Store
-from devplace.store.remote import WATCH_FROM_HEADER
+from devplace.server.bodies import decode_body
+from devplace.store import base
+from devplace.store.base import Store, WatchStream
 
 __all__ = [
-    "FIRST_EVENT_WAIT",
     "KubeObject",
     "KubeObjectList",
     "KubeStatus",
     "KubeWatchEvent",
     "Target",
+    "check_selectors",
     "collection_path",
     "delete_preconditions",
     "list_body",
     "prepare_write",
     "resolve",
     "router",
+    "watch_media_type",
     "watch_response",
 ]
 
-FIRST_EVENT_WAIT = 0.1
-"""Seconds a watch request waits for its first event before streaming starts (see the module doc)."""
-
 NDJSON = "application/x-ndjson"
+WATCH_JSON = "application/json;stream=watch"
 
 
 # -- documentation models (OpenAPI only; responses are built as plain dicts) ----------------------------------------
@@ -278,64 +285,83 @@ def _timeout(raw: str | None) -> float | None:
     return float(value) if value else None
 
 
+def check_selectors(kind: str | None, namespace: str | None, query: Mapping[str, str]) -> None:
+    """Refuse a list or watch request's bad `labelSelector` (422) or `fieldSelector` before the store is asked.
+
+    A field selector naming a field the kind does not support is a 400 `BadRequest` (Kubernetes' answer, "field
+    label not supported"), with the cause naming `fieldSelector`."""
+    base.parse_filters(kind, namespace, query.get("labelSelector") or None, None)
+    try:
+        base.parse_filters(kind, namespace, None, query.get("fieldSelector") or None)
+    except errors.Invalid as e:
+        raise errors.Malformed(e.message, e.fields) from e
+
+
 # -- watch streaming -------------------------------------------------------------------------------------------------
 
 
-async def watch_response(
-    events: AsyncIterator[Event], *, since: int, timeout: float | None, first_wait: float = FIRST_EVENT_WAIT
-) -> Response:
-    """Start `events`, give it `first_wait` seconds to fail (e.g. `Gone`) before any byte is sent, then stream."""
-    first = asyncio.create_task(_next(events))
-    await asyncio.wait({first}, timeout=first_wait)
-    if first.done() and not first.cancelled():
-        exc = first.exception()
-        if exc is not None and not isinstance(exc, StopAsyncIteration):
-            await _close(events, first)
-            raise exc
-    headers = {WATCH_FROM_HEADER: str(since)}
-    return StreamingResponse(_ndjson(events, first, timeout), media_type=NDJSON, headers=headers)
+def watch_media_type(accept: str | None) -> str:
+    """The media type of a watch response: kubectl asks for JSON and gets Kubernetes' `stream=watch` form; NDJSON
+    when asked for, or when the client says nothing more precise (the lines are the same either way)."""
+    wanted = (accept or "").lower()
+    if NDJSON in wanted or "application/json" not in wanted:
+        return NDJSON
+    return WATCH_JSON
 
 
-async def _next(events: AsyncIterator[Event]) -> Event:
-    return await anext(events)
+async def watch_response(stream: WatchStream, *, timeout: float | None, media_type: str = NDJSON) -> Response:
+    """Enter `stream` (so `Gone` and other refusals raise here, before any byte is sent) and stream its events.
+
+    The response owns the entered stream from then on: it exits it when the stream ends, fails, times out or the
+    client goes away."""
+    await stream.__aenter__()
+    return WatchResponse(stream, timeout, media_type)
 
 
-async def _ndjson(
-    events: AsyncIterator[Event], first: asyncio.Task[Event], timeout: float | None
-) -> AsyncIterator[bytes]:
-    """NDJSON lines of `events`, the first of which is already being awaited by `first`."""
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
-    pending = first
+class WatchResponse(StreamingResponse):
+    """Watch events as lines; exits the store watch when done. It listens for the client's disconnect itself, so a
+    watch that never has an event to send is still unregistered when its client leaves."""
+
+    def __init__(self, stream: WatchStream, timeout: float | None, media_type: str) -> None:
+        super().__init__(_lines(stream, timeout), media_type=media_type)
+        self._stream = stream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def stream_then_stop() -> None:
+                    await self.stream_response(send)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(stream_then_stop)
+                await self.listen_for_disconnect(receive)
+                group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._stream.__aexit__(None, None, None)
+
+
+async def _lines(stream: WatchStream, timeout: float | None) -> AsyncIterator[bytes]:
+    """JSON lines of an entered stream's events until `timeout` seconds have passed; a failure is an ERROR line.
+
+    The deadline bounds each wait for an event, never a line being sent."""
+    deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
     try:
         while True:
-            if deadline is not None:
-                done, _ = await asyncio.wait({pending}, timeout=max(0.0, deadline - loop.time()))
-                if not done:
+            if deadline is None:
+                event = await anext(stream)
+            else:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        event = await anext(stream)
+                except TimeoutError:
                     return
-            yield _line((await pending).to_wire())
-            if deadline is None:  # no deadline: iterate directly, no task per event
-                async for event in events:
-                    yield _line(event.to_wire())
-                return
-            pending = asyncio.create_task(_next(events))
+            yield _line(event.to_wire())
     except StopAsyncIteration:
         return
     except errors.DevplaceError as e:
         yield _line({"type": "ERROR", "object": http_errors.status_body(e)})
-    finally:
-        await _close(events, pending)
-
-
-async def _close(events: AsyncIterator[Event], pending: asyncio.Future[Event]) -> None:
-    if not pending.done():
-        pending.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await pending
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        with contextlib.suppress(Exception):
-            await aclose()
 
 
 def _line(payload: Mapping[str, Any]) -> bytes:
@@ -348,7 +374,7 @@ def _line(payload: Mapping[str, Any]) -> bytes:
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": KubeStatus, "description": text}
     for code, text in [
-        (400, "the body is not a JSON or YAML object"),
+        (400, "the body is not a JSON or YAML object, or the field selector names an unsupported field"),
         (404, "no such kind, group/version, scope or object"),
         (409, "the name exists, or the resourceVersion is stale"),
         (410, "the watch revision has been compacted"),
@@ -375,6 +401,12 @@ def _query_param(name: str, schema: dict[str, Any], description: str) -> dict[st
 
 _LIST_QUERY = [
     _query_param("labelSelector", {"type": "string"}, "Kubernetes label selector, e.g. `app=x,tier in (a,b)`"),
+    _query_param(
+        "fieldSelector",
+        {"type": "string"},
+        "Kubernetes field selector, e.g. `spec.nodeName=node-a`: metadata.name, metadata.namespace and the kind's "
+        "field labels (400 for any other field)",
+    ),
     _query_param("watch", {"type": "boolean"}, "stream NDJSON watch events instead of listing"),
     _query_param("resourceVersion", {"type": "string"}, "watch: stream events after this revision (default: now)"),
     _query_param("timeoutSeconds", {"type": "integer", "minimum": 0}, "watch: end the stream after this long"),
@@ -400,19 +432,32 @@ class _Routes:
     async def collection_get(self, request: Request) -> Response:
         target = self._target(request)
         query = request.query_params
-        selector = query.get("labelSelector") or None
+        kind, namespace = target.info.kind, target.list_namespace
+        check_selectors(kind, namespace, query)
+        selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
         if _flag("watch", query.get("watch")):
-            rv = query.get("resourceVersion")
-            timeout = _timeout(query.get("timeoutSeconds"))
-            since = _revision("resourceVersion", rv) if rv else await self.store.revision()
-            events = self.store.watch(target.info.kind, target.list_namespace, since=since, selector=selector)
-            return await watch_response(events, since=since, timeout=timeout)
-        result = await self.store.list(target.info.kind, target.list_namespace, selector)
+            return await self._watch(request, kind, namespace)
+        result = await self.store.list(kind, namespace, selector, fields=fields)
         return JSONResponse(list_body(target, result.items, result.revision))
+
+    async def _watch(self, request: Request, kind: str | None, namespace: str | None) -> Response:
+        query = request.query_params
+        rv = query.get("resourceVersion")
+        since = _revision("resourceVersion", rv) if rv else None
+        timeout = _timeout(query.get("timeoutSeconds"))
+        stream = self.store.watch(
+            kind,
+            namespace,
+            since=since,
+            selector=query.get("labelSelector") or None,
+            fields=query.get("fieldSelector") or None,
+        )
+        return await watch_response(stream, timeout=timeout, media_type=watch_media_type(request.headers.get("accept")))
 
     async def collection_post(self, request: Request) -> Response:
         target = self._target(request, creating=True)
         obj = prepare_write(await self._body(request), target)
+        await admission.admit_write(self.store, obj, creating=True)
         return JSONResponse(await self.store.create(obj), status_code=201)
 
     async def item_get(self, request: Request) -> Response:
@@ -423,6 +468,7 @@ class _Routes:
     async def item_put(self, request: Request) -> Response:
         target = self._target(request)
         obj = prepare_write(await self._body(request), target)
+        await admission.admit_write(self.store, obj, creating=False)
         return JSONResponse(await self.store.update(obj))
 
     async def item_delete(self, request: Request) -> Response:
@@ -463,13 +509,10 @@ class _Routes:
 
     async def store_watch(self, request: Request) -> Response:
         query = request.query_params
-        rv = query.get("resourceVersion")
-        timeout = _timeout(query.get("timeoutSeconds"))
-        since = _revision("resourceVersion", rv) if rv else await self.store.revision()
         kind = query.get("kind") or None
         namespace = query.get("namespace")
-        events = self.store.watch(kind, namespace, since=since, selector=query.get("labelSelector") or None)
-        return await watch_response(events, since=since, timeout=timeout)
+        check_selectors(kind, namespace, query)
+        return await self._watch(request, kind, namespace)
 
     # -- discovery --------------------------------------------------------------------------------------------------
 
@@ -582,7 +625,10 @@ def router(store: Store) -> APIRouter:
                     200: {
                         "model": KubeObjectList,
                         "description": "the list, or with watch=1 a stream of WatchEvent lines",
-                        "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/KubeWatchEvent"}}},
+                        "content": {
+                            media: {"schema": {"$ref": "#/components/schemas/KubeWatchEvent"}}
+                            for media in (NDJSON, WATCH_JSON)
+                        },
                     },
                     **_ERRORS,
                 },
@@ -671,12 +717,15 @@ def router(store: Store) -> APIRouter:
         routes.store_watch,
         methods=["GET"],
         tags=["store"],
-        summary="Watch every kind (NDJSON), optionally filtered by kind, namespace and labels",
+        summary="Watch every kind (NDJSON), optionally filtered by kind, namespace, labels and fields",
         responses={
             200: {
                 "description": "WatchEvent lines",
-                "content": {NDJSON: {"schema": {"$ref": "#/components/schemas/KubeWatchEvent"}}},
+                "content": {
+                    media: {"schema": {"$ref": "#/components/schemas/KubeWatchEvent"}} for media in (NDJSON, WATCH_JSON)
+                },
             },
+            400: _ERRORS[400],
             410: _ERRORS[410],
             422: _ERRORS[422],
         },

@@ -31,7 +31,6 @@ from devplace import errors
 from devplace.api import names
 
 __all__ = [
-    "RESOURCE_CLASS_ANNOTATION",
     "RESOURCE_CLASS_PREFIX",
     "ContainerNeed",
     "Shortfall",
@@ -41,11 +40,13 @@ __all__ = [
     "failed_status",
     "free_devices",
     "is_extended_resource",
+    "merged_status",
     "out_of_reason",
     "pick_devices",
     "pod_needs",
     "running_status",
     "shortfall",
+    "unserved_classes",
 ]
 
 _WHOLE = re.compile(r"^\+?[0-9]+$")
@@ -230,6 +231,40 @@ def expand_resource_classes(
     return out
 
 
+def unserved_classes(
+    needs: Sequence[ContainerNeed],
+    selections: Mapping[str, Sequence[tuple[str, int]]],
+    node: str,
+    class_prefix: str = RESOURCE_CLASS_PREFIX,
+) -> str | None:
+    """Why class requests left after `expand_resource_classes` cannot be served, or None when none are left.
+
+    A class is never an extended resource a plugin serves, so what is left is an error of the binding, not a shortage
+    on the node: no device chosen for the class (the pod did not go through the devplace scheduler), too few units
+    chosen, or chosen devices without a plugin on this node. The kubelet fails such a pod `UnexpectedAdmissionError`.
+    """
+    left = {
+        resource.partition("/")[2]: count
+        for resource, count in effective_needs(needs).items()
+        if resource.partition("/")[0] == class_prefix and count
+    }
+    if not left:
+        return None
+    cls = min(left)
+    chosen = selections.get(cls, ())
+    if not chosen:
+        return (
+            f"resource class {class_prefix}/{cls} requested but no device was chosen for it "
+            f"(no {RESOURCE_CLASS_ANNOTATION}{cls}_<device> annotation): resource classes are served only to pods "
+            "bound by the devplace scheduler"
+        )
+    devices = ", ".join(f"{device}={qty}" for device, qty in chosen)
+    return (
+        f"resource class {class_prefix}/{cls}: {left[cls]} more device(s) requested than the scheduler's choice "
+        f"({devices}) can serve on node {node} (a chosen device has no device plugin here, or too few were chosen)"
+    )
+
+
 def free_devices(devices: Mapping[str, str], allocated: Iterable[str], healthy: str = "Healthy") -> list[str]:
     """Device IDs that are Healthy and not allocated to any container, sorted."""
     taken = set(allocated)
@@ -291,3 +326,15 @@ def running_status(containers: Sequence[str], now: str) -> dict[str, Any]:
 def failed_status(reason: str, message: str, now: str) -> dict[str, Any]:
     """The status of a pod the kubelet rejected at admission: Failed, with Kubernetes' reason and message."""
     return {"phase": "Failed", "reason": reason, "message": message, "startTime": now}
+
+
+def merged_status(current: Mapping[str, Any] | None, status: Mapping[str, Any]) -> dict[str, Any]:
+    """The kubelet's `status` over the pod's current one: its fields replace the old, and conditions of other types
+    (the scheduler's `PodScheduled`) are kept, ahead of the kubelet's own."""
+    mine = list(status.get("conditions") or [])
+    types = {c.get("type") for c in mine}
+    kept = [c for c in (current or {}).get("conditions") or [] if isinstance(c, Mapping) and c.get("type") not in types]
+    out = dict(status)
+    if kept or mine:
+        out["conditions"] = [*kept, *mine]
+    return out

@@ -8,22 +8,38 @@ Time: `fleet.clock` is a `FakeClock`. It moves only when told: `await fleet.cloc
 periods, PodResources polls) but does not wait for the work they start, so callers `await fleet.settle()` afterwards;
 `await fleet.advance(s)` does both, in steps of the PodResources poll period, so periodic work runs at every tick.
 
-Settling: `settle()` polls real time in small steps until every agent and kubelet reports idle and the store revision
-stayed unchanged for several consecutive checks spanning a short quiet period (gRPC messages in flight are invisible
-to `is_idle`, and the quiet period covers them). It raises `errors.Unavailable` naming the busy parts on timeout.
+Settling: `settle()` is event-driven. Every part counts its pending work exactly (an agent's `is_idle` includes marked
+work and pending ListAndWatch sends; a kubelet holds queued admissions, a due Node write and plugin handshakes on its
+`Supervisor`), so the fleet is settled when no part is busy and the store revision did not move across a flush: a
+few event-loop passes and a round trip on every plugin connection (a ListAndWatch message an agent has sent is on
+its way to the kubelet; the round trip on the same connection arrives after it). While parts are busy, `settle`
+sleeps until one of their supervisors reports idle (`wait_idle`) or fails, and checks again; only a part without a
+supervisor is polled. It raises `errors.Unavailable` naming the busy parts on timeout, and a part's fatal failure
+(a loop its supervisor could not restart) as it is.
 
-Cluster-level parts (the controller, the scheduler) join with `add_part(name, factory)`: any object with `start`,
-`stop` and `is_idle`, built from the fleet's store and clock, started after the nodes and included in `settle`.
+Cluster-level parts join with `add_part(name, factory)`: any object with `start`, `stop` and `is_idle`, built from
+the fleet's store and clock, started after the nodes and included in `settle` (through its `supervisor` when it has
+one); `restart_part` replaces one with a fresh one. By default a fleet runs the real cluster-level parts:
+`scheduler` (the resource-class `Scheduler`, which counts a device on a node only once the node advertises its
+Instance-level resource, so it never binds a pod ahead of the kubelet's plugin), `classes` (`ClassMatcher`: group
+members by `resourceClass`, on the scheduler's class engine) and `controller` (the broker `Controller`). Their CAS
+retries and loop restarts run in real time, their timers (grace periods, pool timeouts) on the fake clock.
+`Fleet(scheduler=False, controller=False)` runs nodes only.
 
-Writes go through the same boundary as the API server: `apply` validates every document with `devplace.api` before
-writing any, then creates or compare-and-swap updates each.
+Pods: `run_pod(name, node=...)` binds the pod itself; without `node` the scheduler places it, and the verdict may be
+the scheduler's (Pending, `PodScheduled=False` with the per-node reasons). Nodes die with `stop_node` (agent and
+kubelet stop, the Node is deleted) and return with `start_node`.
+
+Writes go through the same boundary as the API server and `devplace apply`: `apply` validates every document
+(`api.manifests.validated`, stored as written) before writing any, then runs the one apply plan
+(`api.applies.plan_apply`) inside `store.cas` for each.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import copy
+import inspect
 import logging
 import shutil
 import tempfile
@@ -31,32 +47,44 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, cast
 
 from devplace import errors
 from devplace.agent import Agent, AgentConfig
-from devplace.api import names, registry
-from devplace.api.manifests import load_documents
-from devplace.clocks import FakeClock
+from devplace.api import manifests, names, registry
+from devplace.clocks import FakeClock, SystemClock
+from devplace.controller.classes import ClassMatcher
+from devplace.controller.controllers import Controller
 from devplace.discovery import HandlerRegistry, World, builtin_registry
+from devplace.scheduler import admissions
+from devplace.scheduler.classes import Strategy
+from devplace.scheduler.schedulers import POD_SCHEDULED, Scheduler
 from devplace.sim.kubelets import SimKubelet
-from devplace.store import Store, mutate, open_store
+from devplace.store import Store, open_store
+from devplace.store.applies import apply_object
+from devplace.supervisors import Supervisor
 
 __all__ = ["Fleet", "Part", "PartFactory"]
 
 log = logging.getLogger(__name__)
 
 _POLL = 0.005
-_STABLE_CHECKS = 4
-_QUIET = 0.03
-_SERVER_OWNED = ("resourceVersion", "uid", "generation", "creationTimestamp")
+"""How often a part without a supervisor is asked whether it is idle (real time)."""
+_PASSES = 3
+"""Event-loop passes `settle` lets run before it trusts an idle, unchanged fleet (callbacks due at once)."""
+
+
+SCHEDULER = "scheduler"
+CLASSES = "classes"
+CONTROLLER = "controller"
+"""Names of the cluster-level parts a fleet runs by default (`Fleet(scheduler=..., controller=...)`)."""
 
 
 class Part(Protocol):
     """A cluster-level part the fleet runs beside its nodes (a controller, a scheduler): started after the nodes,
-    stopped before them, and polled by `settle`."""
+    stopped before them, and polled by `settle`. `start` may be a coroutine or a plain function."""
 
-    async def start(self) -> None: ...
+    def start(self) -> Any: ...
 
     async def stop(self) -> None: ...
 
@@ -86,31 +114,8 @@ class _NodeParts:
     config: AgentConfig | None = None
     agent: Agent | None = None
     starting: asyncio.Task[None] | None = None
-
-
-def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(dict(obj))
-    meta = out.get("metadata") or {}
-    for key in _SERVER_OWNED:
-        meta.pop(key, None)
-    return out
-
-
-def _applied(wanted: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any] | None:
-    """`wanted` as an update of `current`: the user's fields replace, status and server-owned metadata are kept."""
-    merged = copy.deepcopy(dict(wanted))
-    meta = dict(merged.get("metadata") or {})
-    current_meta = current.get("metadata") or {}
-    for key in ("ownerReferences", "finalizers"):
-        if key not in meta and key in current_meta:
-            meta[key] = copy.deepcopy(current_meta[key])
-    meta["resourceVersion"] = current_meta.get("resourceVersion")
-    merged["metadata"] = meta
-    if "status" not in merged and "status" in current:
-        merged["status"] = copy.deepcopy(current["status"])
-    if _comparable(merged) == _comparable(current):
-        return None
-    return merged
+    down: bool = False
+    """Taken down by `stop_node`: neither its kubelet nor its agent runs, and `settle` does not wait for them."""
 
 
 class Fleet:
@@ -126,7 +131,15 @@ class Fleet:
         offline_grace: float = 300.0,
         podresources_poll: float = 10.0,
         root: Path | None = None,
+        scheduler: bool = True,
+        controller: bool = True,
+        strategy: Strategy = "firstFit",
+        node_grace: float = 300.0,
+        pending_grace: float = 300.0,
     ) -> None:
+        """`scheduler` runs the resource-class `Scheduler` (device-selection `strategy`); `controller` runs the broker
+        `Controller` (with `node_grace` and `pending_grace`) and the `ClassMatcher` its group members by class use.
+        Both are cluster-level parts, started after the nodes and waited for by `settle`."""
         self.clock = clock or FakeClock()
         self.world = World()
         self.resource_prefix = resource_prefix
@@ -141,6 +154,14 @@ class Fleet:
         self._nodes: dict[str, _NodeParts] = {}
         self._parts_by_name: dict[str, _ClusterPart] = {}
         self._entered = False
+        self.strategy: Strategy = strategy
+        self.node_grace = node_grace
+        self.pending_grace = pending_grace
+        if scheduler:
+            self.add_part(SCHEDULER, self._new_scheduler)
+        if controller:
+            self.add_part(CLASSES, lambda store, clock: ClassMatcher(store, clock))
+            self.add_part(CONTROLLER, self._new_controller)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
@@ -263,8 +284,63 @@ class Fleet:
 
     async def _start_part(self, cluster_part: _ClusterPart) -> None:
         part = cluster_part.factory(self.store, self.clock)
-        await part.start()
+        started = part.start()
+        if inspect.isawaitable(started):
+            await started
         cluster_part.part = part
+
+    async def restart_part(self, name: str) -> None:
+        """Stop a cluster-level part and start a fresh one from its factory (a controller or scheduler restart: it
+        remembers nothing but what the store holds)."""
+        cluster_part = self._parts_by_name.get(name)
+        if cluster_part is None:
+            raise errors.Invalid.field("name", f"no part {name!r} in this fleet")
+        if cluster_part.starting is not None:
+            await cluster_part.starting
+        if cluster_part.part is not None:
+            await cluster_part.part.stop()
+            cluster_part.part = None
+        await self._start_part(cluster_part)
+
+    def _new_scheduler(self, store: Store, clock: FakeClock) -> Scheduler:
+        # CAS retries and loop restarts in real time: the fake clock moves only when a test says so
+        return Scheduler(
+            store,
+            clock,
+            strategy=self.strategy,
+            resource_prefix=self.resource_prefix,
+            contention_clock=SystemClock(),
+            advertised_only=True,
+        )
+
+    def _new_controller(self, store: Store, clock: FakeClock) -> Controller:
+        matcher = self.classes
+        controller = Controller(
+            store,
+            clock,
+            resource_prefix=self.resource_prefix,
+            node_grace=self.node_grace,
+            pending_grace=self.pending_grace,
+            class_matches=matcher,
+            contention_clock=SystemClock(),
+        )
+        matcher.bind(controller)
+        return controller
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The running scheduler (`Fleet(scheduler=True)`, the default)."""
+        return cast(Scheduler, self.part(SCHEDULER))
+
+    @property
+    def controller(self) -> Controller:
+        """The running broker controller (`Fleet(controller=True)`, the default)."""
+        return cast(Controller, self.part(CONTROLLER))
+
+    @property
+    def classes(self) -> ClassMatcher:
+        """The class matcher behind the controller's group members by `resourceClass`."""
+        return cast(ClassMatcher, self.part(CLASSES))
 
     def part(self, name: str) -> Part:
         cluster_part = self._parts_by_name.get(name)
@@ -314,6 +390,37 @@ class Fleet:
         if parts.starting is not None:
             await parts.starting
 
+    async def stop_node(self, node: str, *, delete: bool = True) -> None:
+        """Take a node down as a machine that died: its agent and kubelet stop without cleaning up anything they
+        wrote, and with `delete` its Node object is deleted too (`kubectl delete node`), so the controller frees its
+        slots and drops it from Instances at once (without: when the Node is NotReady past `node_grace`).
+        `settle` does not wait for a node that is down; `start_node` brings it back."""
+        parts = self._parts(node)
+        await self._await_start(parts)
+        parts.down = True
+        if parts.agent is not None:
+            await parts.agent.stop()
+            parts.agent = None
+        if parts.kubelet is not None:
+            await parts.kubelet.stop()
+        if delete:
+            try:
+                await self.store.delete("Node", node, "")
+            except errors.NotFound:
+                pass
+
+    async def start_node(self, node: str) -> None:
+        """Bring a node taken down by `stop_node` back: its kubelet (with the allocations it checkpointed) and a
+        fresh agent start again, and the kubelet registers its Node anew."""
+        parts = self._parts(node)
+        if not parts.down:
+            return
+        parts.down = False
+        await self._start_node(parts)
+
+    def is_down(self, node: str) -> bool:
+        return self._parts(node).down
+
     # -- the device world ------------------------------------------------------------------------------------------
 
     def plug(self, device_id: str, nodes: Sequence[str], properties: Mapping[str, str] | None = None) -> None:
@@ -338,30 +445,26 @@ class Fleet:
     @staticmethod
     def _validated(manifest: str | Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if isinstance(manifest, str):
-            docs = load_documents(manifest)
-            for doc in docs:
-                if doc.error is not None:
-                    fields = getattr(doc.error, "fields", ())
-                    raise errors.Invalid(f"{doc.label}: {doc.error.message}", fields) from doc.error
-            return [doc.obj for doc in docs if doc.obj is not None]
-        raw = [manifest] if isinstance(manifest, Mapping) else list(manifest)
+            raw: list[tuple[str, Any]] = [(f"document {i}", doc) for i, doc in manifests.parse_positioned(manifest)]
+        else:
+            docs = [manifest] if isinstance(manifest, Mapping) else list(manifest)
+            raw = [(f"document {i}", doc) for i, doc in enumerate(docs, start=1)]
         out = []
-        for i, obj in enumerate(raw, start=1):
+        for label, doc in raw:
             try:
-                out.append(registry.normalize(dict(obj) if isinstance(obj, Mapping) else obj))
+                out.append(manifests.validated(manifests.json_tree(dict(doc) if isinstance(doc, Mapping) else doc)))
             except errors.Invalid as e:
-                raise errors.Invalid(f"document {i}: {e.message}", e.fields) from e
+                raise errors.Invalid(f"{label}: {e.message}", e.fields) from e
         return out
 
     async def _apply_one(self, obj: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return await self.store.create(obj)
-        except errors.AlreadyExists:
-            pass
+        """`store.applies.apply_object` with the API server's admission rules, as `devplace apply` does (the CAS
+        backoff runs in real time: the fake clock moves only when a test says so)."""
+        applied = await apply_object(self.store, obj, admission=admissions.ADMISSION)
         meta = obj["metadata"]
-        return await mutate(
-            self.store, obj["kind"], meta["name"], meta.get("namespace") or "", lambda cur: _applied(obj, cur)
-        )
+        for note in applied.notes:
+            log.info("%s %s/%s: %s", obj["kind"], meta.get("namespace") or "", meta["name"], note)
+        return applied.object
 
     @staticmethod
     def _scope(kind: str, namespace: str | None) -> tuple[str, str]:
@@ -395,42 +498,53 @@ class Fleet:
     async def run_pod(
         self,
         name: str,
-        node: str,
-        requests: Mapping[str, int] | None = None,
+        node: str | None = None,
+        requests: Mapping[str, int | str] | None = None,
         containers: Sequence[Mapping[str, Any]] | None = None,
         namespace: str = "default",
         *,
+        spec: Mapping[str, Any] | None = None,
         timeout: float = 10.0,
     ) -> dict[str, Any]:
-        """Create a pod bound to `node`, wait for the kubelet's verdict, settle, and return the pod.
+        """Create a pod, wait for its verdict (event-driven, on a store watch), settle, and return the pod.
 
-        `containers` is a list of `{name, requests}`; without it the pod has one container `main` asking `requests`.
-        The returned pod's `status.phase` is `Running`, or `Failed` with the kubelet's `reason` and `message`.
+        With `node` the pod is bound to it and its kubelet admits it. Without, the pod is left to the scheduler, and
+        the verdict may also be the scheduler's: `Pending` with condition `PodScheduled=False` (reason
+        `Unschedulable`, the per-node message). `containers` is a list of `{name, requests}`; without it the pod has one
+        container `main` asking `requests` (extended resources, classes `rc.devplace.io/<class>`, cpu, memory).
+        `spec` adds pod spec fields (nodeSelector, affinity, ...). The returned pod's `status.phase` is `Running`,
+        `Failed` with the kubelet's `reason` and `message`, or `Pending` with the scheduler's condition.
         """
-        self._parts(node)
+        if node is not None:
+            self._parts(node)
+        elif SCHEDULER not in self._parts_by_name:
+            raise errors.Invalid.field("node", "required: this fleet runs no scheduler to place the pod")
         specs = list(containers) if containers is not None else [{"name": "main", "requests": dict(requests or {})}]
+        pod_spec: dict[str, Any] = {
+            **dict(spec or {}),
+            "restartPolicy": "Never",
+            "containers": [self._container(c, i) for i, c in enumerate(specs)],
+        }
+        if node is not None:
+            pod_spec["nodeName"] = node
         pod = registry.normalize(
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": name, "namespace": namespace},
-                "spec": {
-                    "nodeName": node,
-                    "restartPolicy": "Never",
-                    "containers": [self._container(c, i) for i, c in enumerate(specs)],
-                },
+                "spec": pod_spec,
             }
         )
-        await self.store.create(pod)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            current = await self.store.get("Pod", name, namespace)
-            if (current.get("status") or {}).get("phase") in ("Running", "Failed"):
-                break
-            if loop.time() > deadline:
-                raise errors.Unavailable(f"the kubelet of {node} did not admit pod {namespace}/{name} in {timeout}s")
-            await asyncio.sleep(_POLL)
+        async with self.store.watch("Pod", namespace, fields=f"metadata.name={name}") as events:
+            await self.store.create(pod)
+            try:
+                async with asyncio.timeout(timeout):
+                    async for event in events:
+                        if event.type != "DELETED" and _has_verdict(event.object):
+                            break
+            except TimeoutError:
+                who = f"the kubelet of {node}" if node is not None else "neither the scheduler nor a kubelet"
+                raise errors.Unavailable(f"{who} decided on pod {namespace}/{name} in {timeout}s") from None
         await self.settle(timeout)
         return await self.store.get("Pod", name, namespace)
 
@@ -468,12 +582,27 @@ class Fleet:
             await self.settle(timeout)
             left -= tick
 
+    def _running(self) -> builtins.list[tuple[str, Any]]:
+        """(label, part) of every running kubelet, agent and cluster part."""
+        out: builtins.list[tuple[str, Any]] = []
+        for parts in self._nodes.values():
+            if parts.down:
+                continue
+            if parts.kubelet is not None:
+                out.append((f"kubelet {parts.name}", parts.kubelet))
+            if parts.agent is not None:
+                out.append((f"agent {parts.name}", parts.agent))
+        out += [(c.name, c.part) for c in self._parts_by_name.values() if c.part is not None]
+        return out
+
     def busy_parts(self) -> builtins.list[str]:
-        """Parts with pending work right now (empty when the fleet is idle apart from in-flight messages)."""
+        """Parts with pending work right now (empty when the fleet is idle)."""
         out: builtins.list[str] = []
         for parts in self._nodes.values():
             if parts.starting is not None and not parts.starting.done():
                 out.append(f"node {parts.name} (starting)")
+                continue
+            if parts.down:
                 continue
             if parts.kubelet is not None and not parts.kubelet.is_idle():
                 out.append(f"kubelet {parts.name} ({', '.join(parts.kubelet.busy_with())})")
@@ -488,33 +617,85 @@ class Fleet:
                 out.append(cluster_part.name)
         return out
 
+    def _check_failures(self) -> None:
+        """Raise a start that failed, or a part's fatal failure (its supervisor gave up restarting a loop)."""
+        starts = [(f"node {p.name}", p.starting) for p in self._nodes.values()]
+        starts += [(c.name, c.starting) for c in self._parts_by_name.values()]
+        for label, task in starts:
+            if task is not None and task.done() and not task.cancelled():
+                failure = task.exception()
+                if failure is not None:
+                    raise errors.Unavailable(f"{label} failed to start: {failure}") from failure
+        for _, part in self._running():
+            supervisor = getattr(part, "supervisor", None)
+            if isinstance(supervisor, Supervisor) and supervisor.failure is not None:
+                raise supervisor.failure
+
+    async def _flush(self) -> None:
+        """Let what is due run: a few event-loop passes, then a round trip on every plugin connection, so a
+        ListAndWatch message an agent has sent has reached its kubelet (which then counts the Node write as busy)."""
+        for _ in range(_PASSES):
+            await asyncio.sleep(0)
+        kubelets = [p.kubelet for p in self._nodes.values() if p.kubelet is not None and p.agent is not None]
+        await asyncio.gather(*(k.flush_plugins() for k in kubelets))
+        for _ in range(_PASSES):
+            await asyncio.sleep(0)
+
     async def settle(self, timeout: float = 10.0) -> None:
-        """Wait until no part has pending work and the store revision is stable; `Unavailable` names the busy parts."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        stable_since: float | None = None
-        checks = 0
-        last_revision = -1
-        while True:
-            starts = [(f"node {p.name}", p.starting) for p in self._nodes.values()]
-            starts += [(c.name, c.starting) for c in self._parts_by_name.values()]
-            for label, task in starts:
-                if task is not None and task.done() and not task.cancelled():
-                    failure = task.exception()
-                    if failure is not None:
-                        raise errors.Unavailable(f"{label} failed to start: {failure}") from failure
+        """Wait until no part has pending work and the store revision is stable (module docstring); `Unavailable`
+        names the busy parts on timeout, and a part's fatal failure is raised as it is."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    self._check_failures()
+                    if not self.busy_parts():
+                        revision = await self.store.revision()
+                        await self._flush()
+                        if not self.busy_parts() and await self.store.revision() == revision:
+                            self._check_failures()
+                            return
+                        continue
+                    await self._wake()
+        except TimeoutError:
             busy = self.busy_parts()
-            revision = await self.store.revision()
-            now = loop.time()
-            if busy or revision != last_revision:
-                stable_since, checks = None, 0
+            detail = ", ".join(busy) if busy else "store revision still moving"
+            raise errors.Unavailable(f"the fleet did not settle within {timeout}s: busy: {detail}") from None
+
+    async def _wake(self) -> None:
+        """Sleep until a busy part's supervisor is idle or fails, a start ends, or (for parts without a supervisor,
+        or busy beyond what their supervisor counts) a short poll period passed."""
+        waits: builtins.list[asyncio.Future[Any]] = []
+        poll = False
+        for _, part in self._running():
+            if part.is_idle():
+                continue
+            supervisor = getattr(part, "supervisor", None)
+            if isinstance(supervisor, Supervisor) and not supervisor.idle:
+                waits.append(asyncio.ensure_future(supervisor.wait_idle()))
+                waits.append(asyncio.ensure_future(supervisor.failed()))
             else:
-                stable_since = now if stable_since is None else stable_since
-                checks += 1
-                if checks >= _STABLE_CHECKS and now - stable_since >= _QUIET:
-                    return
-            last_revision = revision
-            if now > deadline:
-                detail = ", ".join(busy) if busy else f"store revision still moving (at {revision})"
-                raise errors.Unavailable(f"the fleet did not settle within {timeout}s: busy: {detail}")
-            await asyncio.sleep(_POLL)
+                poll = True
+        starts = [p.starting for p in self._nodes.values()] + [c.starting for c in self._parts_by_name.values()]
+        pending_starts = [t for t in starts if t is not None and not t.done()]
+        waits += [asyncio.ensure_future(asyncio.shield(t)) for t in pending_starts]
+        if pending_starts and not waits:
+            poll = True
+        if not waits:
+            await asyncio.sleep(_POLL if poll else 0)
+            return
+        try:
+            await asyncio.wait(waits, timeout=_POLL if poll else None, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waits:
+                waiter.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+
+def _has_verdict(pod: Mapping[str, Any]) -> bool:
+    """Running or Failed (the kubelet's verdict), or unbound with `PodScheduled=False` (the scheduler's)."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Running", "Failed"):
+        return True
+    if (pod.get("spec") or {}).get("nodeName"):
+        return False
+    return any(c.get("type") == POD_SCHEDULED and c.get("status") == "False" for c in status.get("conditions") or [])

@@ -13,16 +13,22 @@ It reproduces the kubelet behaviour devplace's agent depends on (shared/referenc
   `OutOf<resource>`; otherwise per container and resource: GetPreferredAllocation when offered, Allocate (an error
   fails the pod with `UnexpectedAdmissionError`), PreStartContainer when required, then `Running`. Devices of init
   containers are offered again to later containers, as the kubelet does. A request for a resource class
-  (`rc.devplace.io/<class>`) is served from the devices the scheduler annotated on the pod (seed 003).
+  (`rc.devplace.io/<class>`) is served from the devices the scheduler annotated on the pod (seed 003): Allocate on
+  those devices' Instance-level plugins, with free device IDs picked as for any request; a class request the
+  annotations do not cover fails the pod with `UnexpectedAdmissionError`.
 - There is no Deallocate: a pod's devices are forgotten when it is deleted or reaches Succeeded/Failed, and plugins
   learn that only through PodResources (List, GetAllocatableResources, Get on
   `<kubelet_dir>/pod-resources/kubelet.sock`).
 - `restart()` drops every plugin connection and recreates both sockets; allocations survive (the real kubelet
   checkpoints them), so plugins must notice the new kubelet.sock and register again.
 
-Concurrency: one task consumes Pod events and admits serially (so two pods on a node never pick the same device), one
-task per plugin consumes its ListAndWatch stream, one task writes the Node. `is_idle()` is True when none of them has
-queued or in-flight work; the simulation harness polls it to settle.
+Concurrency: the kubelet's `Supervisor` runs its loops: a Pod `Informer` filtered on the server
+(`spec.nodeName=<node>`, so other nodes' pods never reach it), one loop that admits the pods it reports serially in
+change order (so two pods on a node never pick the same device), one that writes the Node. One task per plugin
+consumes its ListAndWatch stream. A loop that fails is logged and restarted with backoff: an unexpected error while
+admitting restarts the admission loop, which first takes every cached pod again, as a relist would (pods already
+seen are skipped). Queued admissions, a Node write due and a plugin handshake are held as busy on the supervisor, so
+`is_idle()` is exact and `supervisor.wait_idle()` wakes the simulation harness when the kubelet has nothing to do.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -48,10 +55,11 @@ from devplace.deviceplugin.podresources.v1 import api_pb2_grpc as pr_grpc
 from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devplace.sim import admissions, nodes
-from devplace.store import Store, mutate
+from devplace.store import Change, Informer, Store, cas
 from devplace.store.base import rfc3339
+from devplace.supervisors import Supervisor
 
-__all__ = ["ContainerAllocation", "PodAllocation", "SimKubelet"]
+__all__ = ["SimKubelet"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +102,13 @@ class _Endpoint:
     synced: bool = False
     task: asyncio.Task[None] | None = None
     stub: dp_grpc.DevicePluginAsyncStub | None = None
+    handshake: Callable[[], None] | None = None
+    """Releases the kubelet's busy hold once the first device list arrived (or the stream ended)."""
+
+    def synced_now(self) -> None:
+        self.synced = True
+        if self.handshake is not None:
+            self.handshake()
 
     @property
     def live(self) -> bool:
@@ -184,11 +199,18 @@ class SimKubelet:
         self._pods: dict[tuple[str, str], PodAllocation] = {}
         self._seen: set[str] = set()
         self._servers: list[grpc.aio.Server] = []
-        self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
-        self._watch_ready = asyncio.Event()
+        self.supervisor = Supervisor(f"kubelet {node}", backoff=(0.05, 1.0))
+        """Owns the kubelet's loops and counts its pending work (restart backoff in real time: it waits on I/O)."""
+        self._pods_cache: Informer[dict[str, Any]] = Informer(
+            store, "Pod", fields=f"spec.nodeName={node}", name=f"kubelet {node} pods"
+        )
+        self._pods_cache.subscribe(self._on_pod_change)
+        self._queue: deque[Change[dict[str, Any]]] = deque()
+        self._queued = asyncio.Event()
+        self._queue_hold: Callable[[], None] | None = None
         self._node_dirty = asyncio.Event()
-        self._node_writing = False
+        self._node_hold: Callable[[], None] | None = None
         self._admitting = False
         self._started = False
         self.registrations = 0
@@ -212,22 +234,18 @@ class SimKubelet:
             return
         self._started = True
         await self._serve()
-        self._node_dirty.set()
-        self._tasks.append(asyncio.create_task(self._write_node_forever(), name=f"kubelet-node-{self.node}"))
-        self._tasks.append(asyncio.create_task(self._watch_pods_forever(), name=f"kubelet-pods-{self.node}"))
-        await self._watch_ready.wait()
+        self._mark_node_dirty()
+        self.supervisor.loop("node", self._write_node_forever)
+        self.supervisor.loop("pods", self._pods_cache.run)
+        self.supervisor.loop("admissions", self._admit_forever)
+        await self._pods_cache.wait_synced()
 
     async def stop(self) -> None:
         """Stop serving and forget plugin connections; the store is left as it is."""
         if not self._started:
             return
         self._started = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        await self.supervisor.stop()
         await self._unserve()
 
     async def restart(self) -> None:
@@ -245,7 +263,7 @@ class SimKubelet:
         finally:
             for placeholder in placeholders:
                 placeholder.unlink(missing_ok=True)
-        self._node_dirty.set()
+        self._mark_node_dirty()
 
     def _socket_paths(self) -> tuple[Path, Path]:
         return (self.registration_socket, self.pod_resources_socket)
@@ -277,29 +295,37 @@ class SimKubelet:
             path.unlink(missing_ok=True)
 
     def is_idle(self) -> bool:
-        """No admission, Node write or plugin handshake in flight (the Fleet polls this to settle)."""
-        return (
-            self._started
-            and self._watch_ready.is_set()
-            and not self._admitting
-            and not self._node_writing
-            and not self._node_dirty.is_set()
-            and all(ep.synced for ep in self._endpoints.values())
-        )
+        """Started, pods listed, and no admission, Node write or plugin handshake pending (`supervisor` counts them)."""
+        return self._started and self._pods_cache.synced.is_set() and self.supervisor.idle
 
     def busy_with(self) -> list[str]:
         """What keeps this kubelet from being idle, for error messages."""
         out = []
         if not self._started:
             out.append("not started")
-        if not self._watch_ready.is_set():
-            out.append("pod watch not established")
-        if self._admitting:
-            out.append("admitting a pod")
-        if self._node_writing or self._node_dirty.is_set():
+        if not self._pods_cache.synced.is_set():
+            out.append("pods not listed yet")
+        if self._admitting or self._queue:
+            out.append(f"admitting pods ({len(self._queue) + self._admitting} pending)")
+        if self._node_hold is not None:
             out.append("writing the Node")
         out.extend(f"handshake with {ep.endpoint}" for ep in self._endpoints.values() if not ep.synced)
         return out
+
+    async def flush_plugins(self) -> None:
+        """Round-trip every plugin connection (GetDevicePluginOptions): a ListAndWatch message a plugin wrote before
+        this call has reached the kubelet when it returns, since frames on one connection arrive in order. A plugin
+        that does not answer, or whose connection closes meanwhile, is skipped (its stream ends on its own)."""
+
+        async def ping(ep: _Endpoint) -> None:
+            if ep.stub is not None and ep.synced:
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    await ep.stub.GetDevicePluginOptions(dp_pb2.Empty(), timeout=_RPC_TIMEOUT)
+
+        # Each ping is its own task: a connection closed under it (a plugin replaced) cancels its call, which must
+        # end that ping only, not the caller.
+        pings = [asyncio.ensure_future(ping(ep)) for ep in list(self._endpoints.values())]
+        await asyncio.gather(*pings, return_exceptions=True)
 
     # -- what the kubelet sees -------------------------------------------------------------------------------------
 
@@ -365,6 +391,7 @@ class SimKubelet:
             request.resource_name,
             request.endpoint,
             self.kubelet_dir / constants.DEVICE_PLUGIN_DIR / request.endpoint,
+            handshake=self.supervisor.hold(),
         )
         self._endpoints[request.resource_name] = ep
         if current is not None:
@@ -389,37 +416,42 @@ class SimKubelet:
             ep.options = await stub.GetDevicePluginOptions(dp_pb2.Empty(), timeout=_RPC_TIMEOUT, wait_for_ready=True)
             async for response in stub.ListAndWatch(dp_pb2.Empty(), wait_for_ready=True):
                 ep.devices = {d.ID: d.health for d in response.devices}
-                ep.synced = True
-                self._node_dirty.set()
+                self._mark_node_dirty()
+                ep.synced_now()
         except grpc.aio.AioRpcError as e:
             log.debug("%s: plugin %s for %s went away: %s", self.node, ep.endpoint, ep.resource, e.code())
         finally:
-            ep.synced = True
             if self._endpoints.get(ep.resource) is ep:
                 del self._endpoints[ep.resource]
-                self._node_dirty.set()
+                self._mark_node_dirty()
+            ep.synced_now()
             await channel.close(None)
 
     # -- the Node object -------------------------------------------------------------------------------------------
 
+    def _mark_node_dirty(self) -> None:
+        self._node_dirty.set()
+        if self._node_hold is None:
+            self._node_hold = self.supervisor.hold()
+
     async def _write_node_forever(self) -> None:
         while True:
             await self._node_dirty.wait()
-            self._node_writing = True
             self._node_dirty.clear()
             try:
                 await self._write_node()
             except errors.DevplaceError as e:
                 log.warning("%s: could not write the Node: %s", self.node, e)
                 self._node_dirty.set()
-                await asyncio.sleep(0.05)
-            finally:
-                self._node_writing = False
+                await asyncio.sleep(0.05)  # real time: the store is what failed
+            if not self._node_dirty.is_set() and self._node_hold is not None:
+                self._node_hold()
+                self._node_hold = None
 
     async def _write_node(self) -> None:
         capacity, allocatable = self.capacity(), self.allocatable()
         try:
-            await mutate(
+            await cas(
                 self.store,
                 "Node",
                 self.node,
@@ -433,40 +465,34 @@ class SimKubelet:
             try:
                 await self.store.create(fresh)
             except errors.AlreadyExists:
-                self._node_dirty.set()
+                self._mark_node_dirty()
 
     # -- pods ------------------------------------------------------------------------------------------------------
 
-    async def _watch_pods_forever(self) -> None:
+    def _on_pod_change(self, change: Change[dict[str, Any]]) -> None:
+        """Informer handler (must not await): queue the change for the admission loop, held busy until admitted."""
+        self._queue.append(change)
+        if self._queue_hold is None:
+            self._queue_hold = self.supervisor.hold()
+        self._queued.set()
+
+    async def _admit_forever(self) -> None:
+        # (Re)started: take every cached pod again, as a relist would; pods already seen are skipped.
+        self._queue.extend(Change(key, None, pod) for key, pod in self._pods_cache.items())
         while True:
-            try:
-                listed = await self.store.list("Pod")
-            except errors.Unavailable as e:
-                log.warning("%s: cannot list pods (%s); retrying", self.node, e)
-                await asyncio.sleep(0.1)
+            if not self._queue:
+                if self._queue_hold is not None:
+                    self._queue_hold()
+                    self._queue_hold = None
+                self._queued.clear()
+                await self._queued.wait()
                 continue
-            present = {
-                (p["metadata"].get("namespace", ""), p["metadata"]["name"]): p["metadata"].get("uid", "")
-                for p in listed.items
-            }
-            for key, pod in list(self._pods.items()):
-                if present.get(key) != pod.uid:
-                    self._forget(key, pod.uid)
-            for obj in listed.items:
-                await self._on_pod_event("ADDED", obj)
-            self._watch_ready.set()
-            try:
-                async for event in self.store.watch("Pod", since=listed.revision):
-                    await self._on_pod_event(event.type, event.object)
-            except errors.Gone:
-                continue
-            except errors.Unavailable as e:
-                log.warning("%s: pod watch lost (%s); relisting", self.node, e)
-                await asyncio.sleep(0.1)
-            except Exception:
-                # a bug in admission must not silently stop this kubelet admitting pods: say so loudly, relist
-                log.exception("%s: pod watch failed; relisting", self.node)
-                await asyncio.sleep(0.1)
+            change = self._queue.popleft()
+            if change.new is None:
+                assert change.old is not None
+                await self._on_pod_event("DELETED", change.old)
+            else:
+                await self._on_pod_event("MODIFIED" if change.old is not None else "ADDED", change.new)
 
     async def _on_pod_event(self, type_: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
@@ -525,6 +551,9 @@ class SimKubelet:
         if selections:
             by_device = {resource.partition("/")[2]: resource for resource in sorted(self._endpoints, reverse=True)}
             needs = admissions.expand_resource_classes(needs, selections, by_device, self.resource_class_prefix)
+        unserved = admissions.unserved_classes(needs, selections, self.node, self.resource_class_prefix)
+        if unserved is not None:
+            raise _AdmissionFailure("UnexpectedAdmissionError", unserved)
         wanted = admissions.effective_needs(needs)
         free = {resource: self._free(resource) for resource in wanted}
         short = admissions.shortfall(wanted, free, self.capacity())
@@ -604,12 +633,13 @@ class SimKubelet:
         def decide(current: dict[str, Any]) -> dict[str, Any] | None:
             if str(current["metadata"].get("uid") or "") != record.uid:
                 raise errors.NotFound(f"pod {record.namespace}/{record.name} was replaced")
-            return {**current, "status": status}
+            return {**current, "status": admissions.merged_status(current.get("status"), status)}
 
         try:
-            await mutate(self.store, "Pod", record.name, record.namespace, decide)
+            written = await cas(self.store, "Pod", record.name, record.namespace, decide)
         except errors.NotFound:
             return False
+        self._pods_cache.record(written.object)
         return True
 
     # -- hooks for tests and the harness ---------------------------------------------------------------------------

@@ -1,8 +1,51 @@
-"""The object store: one protocol, several backends, one concurrency rule (compare-and-swap on resourceVersion)."""
+"""The object store: one protocol, several backends, one concurrency rule (compare-and-swap on resourceVersion).
 
-from devplace.store.base import Event, EventType, Key, ObjectList, Store
+On top of the protocol: `cas` (the one read-decide-write loop) and `Informer` (list, watch, relist; typed, indexed).
+Backends are opened by URL (`open_store`); their classes load on first use, so importing the store stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from devplace.store.base import Event, EventType, Key, ObjectList, Store, WatchStream
+from devplace.store.cas import DELETE, Written, cas
+from devplace.store.informers import Change, Informer
 from devplace.store.memory import MemoryStore
 from devplace.store.mutations import mutate
 from devplace.store.open import open_store
 
-__all__ = ["Event", "EventType", "Key", "MemoryStore", "ObjectList", "Store", "mutate", "open_store"]
+if TYPE_CHECKING:
+    from devplace.store.remote import RemoteStore
+    from devplace.store.sqlite import SqliteStore
+
+__all__ = [
+    "DELETE",
+    "Change",
+    "Event",
+    "EventType",
+    "Informer",
+    "Key",
+    "MemoryStore",
+    "ObjectList",
+    "RemoteStore",
+    "SqliteStore",
+    "Store",
+    "WatchStream",
+    "Written",
+    "cas",
+    "mutate",
+    "open_store",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SqliteStore":
+        from devplace.store.sqlite import SqliteStore
+
+        return SqliteStore
+    if name == "RemoteStore":
+        from devplace.store.remote import RemoteStore
+
+        return RemoteStore
+    raise AttributeError(f"module 'devplace.store' has no attribute {name!r}")

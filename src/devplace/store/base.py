@@ -11,9 +11,21 @@ Concurrency rule (DESIGN.md section 3): every write is a compare-and-swap.
 Revisions are global and monotonic: every successful write gets the next one, and it becomes the object's
 resourceVersion (a decimal string). `generation` starts at 1 and bumps when `spec` changes.
 
-Watch: `watch(kind, namespace, since=R)` yields, in revision order, every event with revision > R that matches,
-then live events. `since=None` starts at the current revision. A watch from a revision before the last
-compaction raises `Gone` (on first iteration); the watcher relists and watches from the list's revision.
+Filters: `list` and `watch` take a label selector (`selector`, Kubernetes syntax) and a field selector (`fields`,
+e.g. `spec.nodeName=node-a`; `metadata.name`, `metadata.namespace` and the fields a kind declares in
+`api.selectors.FIELD_LABELS`). Both are applied by the backend (on the server, for `remote`), so a consumer receives
+only what it asked for: an agent never sees another node's Pods.
+
+Watch: `watch(kind, namespace, since=R)` returns a `WatchStream`, opened as an async context:
+
+    async with store.watch("Pod", fields="spec.nodeName=node-a", since=listing.revision) as events:
+        async for event in events: ...
+
+The watch is registered on entry: `Gone` (a compacted `since`) is raised by `async with`, and `events.revision`
+says where it starts (the current revision when `since` is None), so nothing written after entry is missed. It then
+yields, in revision order, every matching event with revision > `events.revision`. Leaving the context (or closing
+the store, which ends every open watch with `Unavailable`) unregisters it. Iterating a stream that was not entered
+is a programming error (`RuntimeError`).
 `list` returns items ordered by namespace, then name (etcd's key order).
 Returned dicts are copies: callers may mutate them freely.
 """
@@ -24,13 +36,15 @@ import datetime as _dt
 import functools
 import json
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 import orjson
 
 from devplace import errors
+from devplace.api import selectors
 
 __all__ = [
     "Event",
@@ -38,21 +52,9 @@ __all__ = [
     "Key",
     "ObjectList",
     "Store",
-    "check_delete_precondition",
-    "check_delete_revision",
-    "check_revision",
-    "check_update_target",
-    "decode_json",
-    "encode_json",
-    "key_fields",
+    "WatchStream",
     "key_of",
-    "matches",
-    "next_generation",
-    "resource_version_of",
     "rfc3339",
-    "stamp_created",
-    "stamp_updated",
-    "stamped",
 ]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -84,14 +86,62 @@ class ObjectList:
     revision: int = 0
 
 
+class WatchStream(Protocol):
+    """An open (entered) watch: its starting revision and its events, in revision order."""
+
+    @property
+    def revision(self) -> int:
+        """Events delivered have revisions above this; known once the stream is entered."""
+        ...
+
+    async def __aenter__(self) -> WatchStream: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    def __aiter__(self) -> WatchStream: ...
+
+    async def __anext__(self) -> Event: ...
+
+
+class BaseWatch:
+    """What every backend's `WatchStream` shares: the call's arguments, the start revision, the entry guard.
+
+    A backend subclass sets `_revision` and `_entered` in `__aenter__`, clears `_entered` in `__aexit__`, and calls
+    `_require_entered()` first thing in `__anext__`.
+    """
+
+    def __init__(
+        self, kind: str | None, namespace: str | None, since: int | None, selector: str | None, fields: str | None
+    ) -> None:
+        self._args = (kind, namespace, selector, fields)
+        self._since = since
+        self._revision = -1
+        self._entered = False
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    def __aiter__(self) -> Self:
+        return self
+
+    def _require_entered(self) -> None:
+        if not self._entered:
+            raise RuntimeError("enter the watch first: `async with store.watch(...) as events`")
+
+
 @runtime_checkable
 class Store(Protocol):
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
 
     async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]: ...
 
-    async def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> ObjectList:
-        """`namespace=None` lists all namespaces; `selector` is a Kubernetes label selector string."""
+    async def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
+    ) -> ObjectList:
+        """`namespace=None` lists all namespaces; `selector` is a label selector, `fields` a field selector."""
         ...
 
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
@@ -109,7 +159,10 @@ class Store(Protocol):
         *,
         since: int | None = None,
         selector: str | None = None,
-    ) -> AsyncIterator[Event]: ...
+        fields: str | None = None,
+    ) -> WatchStream:
+        """A watch to enter with `async with` (see the module docstring); bad selectors raise `Invalid` on entry."""
+        ...
 
     async def revision(self) -> int: ...
 
@@ -117,7 +170,9 @@ class Store(Protocol):
         """Forget history up to and including `revision`; watches from there on raise `Gone`."""
         ...
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release the backend; open watches end with `Unavailable`, later calls raise it."""
+        ...
 
 
 def key_of(obj: Mapping[str, Any]) -> Key:
@@ -267,11 +322,46 @@ def check_delete_revision(key: Key, current: int | str | None, resource_version:
         )
 
 
-def matches(obj: Mapping[str, Any], kind: str | None, namespace: str | None, selector: Any) -> bool:
+@dataclass(frozen=True)
+class Filters:
+    """A list/watch filter, parsed once: kind, namespace, label selector, field selector (None: no constraint)."""
+
+    kind: str | None = None
+    namespace: str | None = None
+    labels: selectors.LabelSelector | None = None
+    fields: selectors.FieldSelector | None = None
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        return matches(obj, self.kind, self.namespace, self.labels, self.fields)
+
+
+def parse_filters(kind: str | None, namespace: str | None, selector: str | None, fields: str | None) -> Filters:
+    """Parse the selectors of a list or watch call; `Invalid` names `labelSelector` or `fieldSelector`."""
+    labels = None
+    if selector:
+        try:
+            labels = selectors.parse_label_selector(selector)
+        except errors.Invalid as e:
+            raise errors.Invalid.field("labelSelector", e.message) from e
+    parsed_fields = selectors.parse_field_selector(fields, kind) if fields else None
+    if parsed_fields is not None and not parsed_fields.requirements:
+        parsed_fields = None
+    return Filters(kind, namespace, labels, parsed_fields)
+
+
+def matches(
+    obj: Mapping[str, Any],
+    kind: str | None,
+    namespace: str | None,
+    selector: Any,
+    fields: selectors.FieldSelector | None = None,
+) -> bool:
     """Does `obj` fall under a list/watch filter? `selector` is a parsed label selector or None."""
     if kind is not None and obj.get("kind") != kind:
         return False
     meta = obj.get("metadata") or {}
     if namespace is not None and (meta.get("namespace") or "") != namespace:
         return False
-    return selector is None or bool(selector.matches(meta.get("labels") or {}))
+    if selector is not None and not selector.matches(meta.get("labels") or {}):
+        return False
+    return fields is None or fields.matches(obj)

@@ -3,6 +3,12 @@
 All state changes happen without awaiting, so each operation is atomic on the event loop. History (for watch
 replay) is kept since the last compaction; `history_limit` compacts automatically so long simulations stay bounded.
 
+Watchers: each open watch has a queue of the matching events it has not read, filled at commit (events it does not
+match are never queued, so a Pod watcher costs nothing while 100k ConfigMaps are written). The queue is bounded:
+past `_PENDING_LIMIT` unread events the watcher drops it and replays from history (the same rule as sqlite); if
+history was compacted past its position meanwhile, it raises `Gone` and its consumer relists. `close` ends every
+open watch with `Unavailable`.
+
 Copies: every object stored (and every event kept) is private to the store, and every dict returned is a fresh copy.
 An object whose JSON encoding decodes back to an equal value (every wire object) is kept with that encoding, and
 its copies are decoded from it: several times cheaper than `copy.deepcopy`. Anything else (tuples, sets, datetimes,
@@ -15,16 +21,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections import deque
+from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
 
 import orjson
 
 from devplace import errors
-from devplace.api import selectors
 from devplace.clocks import Clock, SystemClock
 from devplace.store import base
-from devplace.store.base import Event, EventType, Key, ObjectList
+from devplace.store.base import Event, EventType, Filters, Key, ObjectList
 
 __all__ = ["MemoryStore"]
 
@@ -33,6 +40,10 @@ __all__ = ["MemoryStore"]
 _FAITHFUL = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 _Stored = tuple[dict[str, Any], bytes | None]  # a private object and its JSON encoding, None when not faithful
+
+_Entries = list[tuple[Event, bytes | None]]  # history entries: an event and its object's encoding
+
+_PENDING_LIMIT = 4096  # unread events queued for one watcher; past it, it replays from history instead
 
 
 def _own(obj: dict[str, Any]) -> _Stored:
@@ -64,7 +75,7 @@ class MemoryStore:
         self._compacted = 0
         self._revision = 0
         self._history_limit = history_limit
-        self._watchers: set[asyncio.Queue[tuple[Event, bytes | None]]] = set()
+        self._watchers: set[_MemoryWatch] = set()
         self._closed = False
 
     # -- writes ---------------------------------------------------------------------------------------------
@@ -82,8 +93,8 @@ class MemoryStore:
             drop = len(self._history) - self._history_limit
             self._compacted = self._history[drop - 1][0].revision
             del self._history[:drop]
-        for queue in self._watchers:
-            queue.put_nowait(entry)
+        for watcher in self._watchers:
+            watcher.offer(entry)
 
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         self._check_open()
@@ -128,16 +139,20 @@ class MemoryStore:
             raise errors.NotFound(f"{key} not found")
         return _copy(stored)
 
-    async def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> ObjectList:
+    async def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
+    ) -> ObjectList:
         self._check_open()
-        parsed = selectors.parse_label_selector(selector) if selector else None
+        filters = base.parse_filters(None, None, selector, fields)
+        if fields:
+            base.parse_filters(kind, None, None, fields)  # refuses fields the kind does not declare
         # Sorting plain (namespace, name) tuples of one kind: comparing `Key` dataclasses costs several times more.
         found = sorted(
             ((key.namespace, key.name), stored)
             for key, stored in self._objects.items()
             if key.kind == kind and (namespace is None or key.namespace == namespace)
         )
-        items = [_copy(stored) for _, stored in found if base.matches(stored[0], None, None, parsed)]
+        items = [_copy(stored) for _, stored in found if filters.matches(stored[0])]
         return ObjectList(items, self._revision)
 
     async def revision(self) -> int:
@@ -148,44 +163,117 @@ class MemoryStore:
         self._history = [entry for entry in self._history if entry[0].revision > revision]
         self._compacted = max(self._compacted, revision)
 
-    async def watch(
+    def watch(
         self,
         kind: str | None = None,
         namespace: str | None = None,
         *,
         since: int | None = None,
         selector: str | None = None,
-    ) -> AsyncIterator[Event]:
-        self._check_open()
-        parsed = selectors.parse_label_selector(selector) if selector else None
-        start = self._revision if since is None else since
-        if start < self._compacted:
+        fields: str | None = None,
+    ) -> _MemoryWatch:
+        return _MemoryWatch(self, kind, namespace, since, selector, fields)
+
+    def _replay(self, after: int, filters: Filters) -> tuple[_Entries, int]:
+        """History events after `after` that match, and the revision read up to; `Gone` when compacted past."""
+        if after < self._compacted:
             raise errors.Gone(
-                f"revision {start} has been compacted (oldest available is {self._compacted + 1}); "
+                f"revision {after} has been compacted (oldest available is {self._compacted + 1}); "
                 "relist and watch again"
             )
-        queue: asyncio.Queue[tuple[Event, bytes | None]] = asyncio.Queue()
-        self._watchers.add(queue)
-        try:
-            last = start
-            for event, body in list(self._history):
-                if event.revision > last:
-                    last = event.revision
-                    if base.matches(event.object, kind, namespace, parsed):
-                        yield Event(event.type, _copy((event.object, body)), event.revision)
-            while True:
-                event, body = await queue.get()
-                if event.revision <= last:
-                    continue
-                last = event.revision
-                if base.matches(event.object, kind, namespace, parsed):
-                    yield Event(event.type, _copy((event.object, body)), event.revision)
-        finally:
-            self._watchers.discard(queue)
+        # history is in revision order: skip what was delivered by bisecting on revisions
+        lo, hi = 0, len(self._history)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._history[mid][0].revision <= after:
+                lo = mid + 1
+            else:
+                hi = mid
+        found = [entry for entry in self._history[lo:] if filters.matches(entry[0].object)]
+        return found, self._revision
 
     async def close(self) -> None:
         self._closed = True
+        for watcher in list(self._watchers):
+            watcher.wake()
 
     def _check_open(self) -> None:
         if self._closed:
             raise errors.Unavailable("store is closed")
+
+
+class _MemoryWatch(base.BaseWatch):
+    """One watch of a `MemoryStore` (see the module docstring): registered on entry, bounded, filtered at commit."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        kind: str | None,
+        namespace: str | None,
+        since: int | None,
+        selector: str | None,
+        fields: str | None,
+    ) -> None:
+        super().__init__(kind, namespace, since, selector, fields)
+        self._store = store
+        self._filters = Filters()
+        self._pending: deque[tuple[Event, bytes | None]] = deque()
+        self._overflowed = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._last = -1
+
+    async def __aenter__(self) -> _MemoryWatch:
+        store = self._store
+        store._check_open()
+        kind, namespace, selector, fields = self._args
+        self._filters = base.parse_filters(kind, namespace, selector, fields)
+        start = store._revision if self._since is None else self._since
+        replay, _ = store._replay(start, self._filters)  # raises Gone before anything is registered
+        self._pending.extend(replay)
+        self._revision = self._last = start
+        self._entered = True
+        store._watchers.add(self)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._store._watchers.discard(self)
+        self._pending.clear()
+        self._entered = False
+
+    def offer(self, entry: tuple[Event, bytes | None]) -> None:
+        """Called at commit; queues the event when it matches, overflowing to a history replay when too far behind."""
+        if self._overflowed or not self._filters.matches(entry[0].object):
+            return
+        if len(self._pending) >= _PENDING_LIMIT:
+            self._pending.clear()
+            self._overflowed = True
+        else:
+            self._pending.append(entry)
+        self.wake()
+
+    def wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def __anext__(self) -> Event:
+        self._require_entered()
+        store = self._store
+        while True:
+            store._check_open()
+            if self._overflowed:
+                self._overflowed = False
+                replay, _ = store._replay(self._last, self._filters)
+                self._pending.extend(replay)
+            while self._pending:
+                event, body = self._pending.popleft()
+                if event.revision <= self._last:
+                    continue
+                self._last = event.revision
+                return Event(event.type, _copy((event.object, body)), event.revision)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None

@@ -9,20 +9,30 @@ resourceVersion comes back as 409 and is raised here as `Conflict`. A `Status` b
 devplace error of its HTTP code and reason (422 -> `Invalid` with the field causes, 410 -> `Gone`, ...); a server
 that cannot be reached is `Unavailable`.
 
-Watch streams NDJSON. The server tells where a watch from "now" started (header `X-Devplace-Watch-From`), and
-every event carries its revision (`metadata.resourceVersion`), so when the stream ends or the connection drops
-the watch reconnects from the last revision it delivered: consumers see every event once, in order, or `Gone`
-when the server has compacted past it. Reconnects back off through the injected clock: after a failure (giving up
-with `Unavailable` after a few), and after streams that keep ending without an event (never giving up: the server
-answers, it just has nothing to say, or a proxy keeps cutting the stream).
+Filters: `list` and `watch` send the label selector as `labelSelector` and the field selector as `fieldSelector`;
+the server's store filters, so only what was asked for crosses the network. Both are parsed here first, so a bad
+one is refused with the same `Invalid` as every backend, before a round trip.
 
-The HTTP client is created on first use, in the event loop that uses it; `close` closes it and ends watches.
+Watch: entering `watch(...)` opens the HTTP stream and checks its status, so `Gone` (410) and every other refusal is
+raised by `async with`, and the watch is registered on the server before the caller writes anything. A watch from
+"now" (`since=None`) first asks the server for its revision (`/store/revision`) and watches from there: events
+written between the two requests are replayed, and `revision` is known at entry. Every event carries its revision
+(`metadata.resourceVersion`), so when the stream ends or the connection drops the watch reconnects from the last
+revision it delivered: consumers see every event once, in order, or `Gone` when the server has compacted past it.
+Reconnects back off through the injected clock: after a failure (giving up with `Unavailable` after a few), and
+after streams that keep ending without an event (never giving up: the server answers, it just has nothing to say,
+or a proxy keeps cutting the stream). A caller cancelled while reading loses only the connection (the next read
+reconnects from the last delivered revision).
+
+The HTTP client is created on first use, in the event loop that uses it; `close` closes the open watch streams
+(their readers get `Unavailable`) and then the client.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
 
 import httpx2
@@ -34,9 +44,8 @@ from devplace.clocks import Clock, SystemClock
 from devplace.store import base
 from devplace.store.base import Event, EventType, ObjectList
 
-__all__ = ["WATCH_FROM_HEADER", "RemoteStore", "error_from_status"]
+__all__ = ["RemoteStore", "error_from_status"]
 
-WATCH_FROM_HEADER = "X-Devplace-Watch-From"
 _MAX_QUIET_PAUSE = 5.0
 _EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _MAX_RECONNECTS = 5
@@ -80,6 +89,7 @@ class RemoteStore:
         self._clock = clock or SystemClock()
         self._timeout = timeout
         self._client: httpx2.AsyncClient | None = None
+        self._watches: set[_RemoteWatch] = set()
         self._closed = False
 
     # -- plumbing -----------------------------------------------------------------------------------------------
@@ -142,11 +152,14 @@ class RemoteStore:
         result: dict[str, Any] = await self._call("GET", self._item(info, name, namespace or ""))
         return result
 
-    async def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> ObjectList:
+    async def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
+    ) -> ObjectList:
         info = self._kind(kind)
+        base.parse_filters(kind, namespace, selector, fields)  # the same refusals as every backend
         if (info.namespaced and namespace == "") or (not info.namespaced and namespace):
             return ObjectList([], await self.revision())  # that scope cannot hold this kind
-        params = {"labelSelector": selector} if selector else None
+        params = _selector_params(selector, fields)
         body = await self._call("GET", self._collection(info, namespace), params=params)
         return ObjectList(list(body.get("items") or []), int(body["metadata"]["resourceVersion"]))
 
@@ -176,6 +189,8 @@ class RemoteStore:
 
     async def close(self) -> None:
         self._closed = True
+        for watch in list(self._watches):
+            await watch._disconnect()
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
@@ -193,58 +208,161 @@ class RemoteStore:
             params["namespace"] = namespace
         return "/store/watch", params
 
-    async def watch(
+    def watch(
         self,
         kind: str | None = None,
         namespace: str | None = None,
         *,
         since: int | None = None,
         selector: str | None = None,
-    ) -> AsyncIterator[Event]:
-        path, base_params = self._watch_path(kind, namespace)
-        if selector:
-            base_params["labelSelector"] = selector
-        last = since
-        failures = 0
-        quiet = 0  # streams in a row that ended cleanly without delivering anything
+        fields: str | None = None,
+    ) -> _RemoteWatch:
+        return _RemoteWatch(self, kind, namespace, since, selector, fields)
+
+
+class _RemoteWatch(base.BaseWatch):
+    """One watch of a `RemoteStore` (see the module docstring): an HTTP stream opened on entry, reopened from the
+    last delivered revision when it ends."""
+
+    def __init__(
+        self,
+        store: RemoteStore,
+        kind: str | None,
+        namespace: str | None,
+        since: int | None,
+        selector: str | None,
+        fields: str | None,
+    ) -> None:
+        super().__init__(kind, namespace, since, selector, fields)
+        self._store = store
+        self._path = ""
+        self._params: dict[str, str] = {}
+        self._last = -1
+        self._response: httpx2.Response | None = None
+        self._lines: Any = None  # the open response's line iterator
+        self._failures = 0  # failed attempts in a row
+        self._quiet = 0  # streams in a row that ended cleanly without delivering anything
+
+    async def __aenter__(self) -> _RemoteWatch:
+        store = self._store
+        store._http()  # Unavailable when closed
+        kind, namespace, selector, fields = self._args
+        base.parse_filters(kind, namespace, selector, fields)  # the same refusals as every backend
+        self._path, params = store._watch_path(kind, namespace)
+        self._params = {**params, **_selector_params(selector, fields)}
+        self._last = await store.revision() if self._since is None else self._since
+        self._revision = self._last
+        store._watches.add(self)
+        try:
+            await self._connect()
+        except httpx2.TransportError as e:
+            store._watches.discard(self)
+            raise errors.Unavailable(
+                f"watch {self._path}: the API server at {store.base_url} did not answer: {e!r}"
+            ) from e
+        except BaseException:
+            store._watches.discard(self)
+            raise
+        self._entered = True
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._entered = False
+        self._store._watches.discard(self)
+        await self._disconnect()
+
+    async def __anext__(self) -> Event:
+        self._require_entered()
         while True:
-            params = dict(base_params)
-            if last is not None:
-                params["resourceVersion"] = str(last)
+            self._check_open()
+            if self._lines is None:
+                await self._reconnect()
+                continue
             try:
-                async with self._http().stream(
-                    "GET", path, params=params, timeout=httpx2.Timeout(self._timeout, read=None)
-                ) as response:
-                    if response.status_code >= 400:
-                        await response.aread()
-                        raise error_from_status(response.status_code, _json_or_none(response), response.text[:200])
-                    started = response.headers.get(WATCH_FROM_HEADER)
-                    if last is None and started is not None and started.isdigit():
-                        last = int(started)
-                    failures = 0
-                    quiet += 1
-                    async for line in response.aiter_lines():
-                        if not line.strip():
-                            continue
-                        event = _event(line)
-                        if last is not None and event.revision <= last:
-                            continue  # already delivered before a reconnect
-                        last = event.revision
-                        quiet = 0
-                        yield event
+                line: str = await anext(self._lines)
+            except StopAsyncIteration:
+                # The stream ended (server timeout, restart): resume after the last delivered revision. A server
+                # (or a proxy) that keeps ending streams at once must not turn this into a busy loop: back off.
+                await self._disconnect()
+                self._check_open()
+                if self._quiet > 1:
+                    await self._store._clock.sleep(min(0.05 * 2 ** (self._quiet - 2), _MAX_QUIET_PAUSE))
+                continue
             except httpx2.TransportError as e:
-                if self._closed:
+                await self._disconnect()
+                self._check_open()
+                await self._failed(e)
+                continue
+            except Exception as e:
+                if self._store._closed:  # `close` shut the stream under this reader
                     raise errors.Unavailable("store is closed") from e
-                failures += 1
-                if failures > _MAX_RECONNECTS:
-                    raise errors.Unavailable(f"watch {path}: the API server at {self.base_url} is gone: {e!r}") from e
-                await self._clock.sleep(0.05 * 2 ** (failures - 1))
-            if self._closed:
-                raise errors.Unavailable("store is closed")
-            # The stream ended (server timeout, restart): resume after the last delivered revision. A server (or a
-            # proxy) that keeps ending streams at once must not turn this into a busy loop: back off, never give up.
-            if quiet > 1:
-                await self._clock.sleep(min(0.05 * 2 ** (quiet - 2), _MAX_QUIET_PAUSE))
+                raise
+            if not line.strip():
+                continue
+            event = _event(line)
+            if event.revision <= self._last:
+                continue  # already delivered before a reconnect
+            self._last = event.revision
+            self._quiet = 0
+            return event
+
+    async def _connect(self) -> None:
+        """Open the stream from the last delivered revision; a refusal raises its devplace error."""
+        store = self._store
+        client = store._http()
+        params = {**self._params, "resourceVersion": str(self._last)}
+        request = client.build_request(
+            "GET", self._path, params=params, timeout=httpx2.Timeout(store._timeout, read=None)
+        )
+        response = await client.send(request, stream=True)
+        if response.status_code >= 400:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            raise error_from_status(response.status_code, _json_or_none(response), response.text[:200])
+        self._response = response
+        self._lines = response.aiter_lines()
+        self._failures = 0
+        self._quiet += 1
+
+    async def _reconnect(self) -> None:
+        while True:
+            self._check_open()
+            try:
+                await self._connect()
+                return
+            except httpx2.TransportError as e:
+                self._check_open()
+                await self._failed(e)
+
+    async def _failed(self, e: httpx2.TransportError) -> None:
+        self._failures += 1
+        if self._failures > _MAX_RECONNECTS:
+            raise errors.Unavailable(
+                f"watch {self._path}: the API server at {self._store.base_url} is gone: {e!r}"
+            ) from e
+        await self._store._clock.sleep(0.05 * 2 ** (self._failures - 1))
+
+    async def _disconnect(self) -> None:
+        response, self._response, self._lines = self._response, None, None
+        if response is not None:
+            await response.aclose()
+
+    def _check_open(self) -> None:
+        if self._store._closed:
+            raise errors.Unavailable("store is closed")
+
+
+def _selector_params(selector: str | None, fields: str | None) -> dict[str, str]:
+    params = {}
+    if selector:
+        params["labelSelector"] = selector
+    if fields:
+        params["fieldSelector"] = fields
+    return params
 
 
 def _event(line: str) -> Event:

@@ -16,47 +16,60 @@ JSON text with the stored one, decoding the old spec only when the texts differ 
 another key order). Files written before these columns existed get them, filled from the bodies, when first opened;
 processes of that earlier version must not write to the file afterwards (the triggers make their writes fail).
 
-Concurrency: the sqlite calls run synchronously on the event loop thread (a write costs a few tens of microseconds,
-less than a hop to a worker thread would) and nothing awaits inside a transaction, so the operations of one store
-are atomic with respect to each other. Writers in other processes wait for the write lock up to `busy_timeout`, blocking
-their loop meanwhile; past it the operation raises `Unavailable`, as does any operation after `close()`.
+Concurrency: one connection per store, and one operation on it at a time (an `asyncio.Lock`), so a transaction is
+never interleaved with another operation of this store. An uncontended write costs a few tens of microseconds,
+less than a hop to a worker thread, so every operation first runs on the event loop thread with SQLite's busy
+timeout at zero: it either gets the lock at once or fails with SQLITE_BUSY without waiting. Only then (another
+process holds the write lock, or recovers the file) is the operation run again, whole, in the store's one worker
+thread, where SQLite's busy handler may wait up to `busy_timeout`; the event loop keeps running meanwhile (other
+tasks, the watchers, a device plugin's Allocate), and this store's later operations queue on the lock. Past the
+timeout the operation raises `Unavailable`, as does any operation after `close()`. A caller cancelled while the
+thread waits gets its `CancelledError` at once; the store keeps the connection until the thread is done.
+Opening the file (the constructor) is synchronous and may wait up to `busy_timeout` for another opener.
 
 Speed: a CAS update is one transaction of two statements (read the identity columns and the head revision, write
 the row; the trigger appends the event). The spec is encoded once, before the transaction, and embedded as it is
 in the body, which is encoded once, for both rows; the caller's copy is decoded from it, cheaper than any deep copy.
 Nothing returned shares a dict with the caller's argument or with another result.
 
-Watch: at commit an in-process write hands its encoded body to every live watcher of this store, matched then, so
-they see it at once without reading the file. Revisions being contiguous, a watcher that meets a gap knows another
-process wrote in between and reads the events table. Writes of other processes with no local write after them are
-noticed through `PRAGMA data_version` (it changes when another connection commits), checked whenever a watcher wakes
-and at least every `poll_interval` seconds (real time: this waits on I/O, not on behaviour). A watcher whose next
-revision has been compacted away raises `Gone`, at the start or later; so does one that fell so far behind that
-its events were compacted while it was not reading.
+Watch: `watch(...)` is entered with `async with`, which registers the watcher, reads the first page of its replay
+(raising `Gone` for a compacted `since`) and fixes `revision` (the head when `since` is None). At commit, an
+in-process write hands its encoded body to every watcher of this store, which matches it against its kind,
+namespace, label and field selectors then: an event it does not select costs it one comparison and is never
+queued, so a Pod watcher ignores a stream of ConfigMap writes. Revisions being contiguous, a watcher offered a
+revision that does not follow the last one offered knows another process wrote in between, and reads the events
+table. Writes of other processes with no local write after them are noticed by one poller per store (running while
+at least one watch is open): every `poll_interval` seconds (real time: this waits on I/O, not on behaviour) it reads
+`PRAGMA data_version`, which changes when another connection commits, and when it changed wakes every watcher to
+read the file. So an idle store costs one cheap query per interval however many watchers it has. A watcher that does
+not read keeps at most `_PENDING_LIMIT` events and then rereads the file. A watcher whose next revision has been
+compacted away raises `Gone`, at entry or later; `close()` ends every open watch with `Unavailable`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import concurrent.futures
 import json
 import os
 import sqlite3
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
 from devplace import errors
-from devplace.api import selectors
 from devplace.clocks import Clock, SystemClock
 from devplace.store import base
-from devplace.store.base import Event, EventType, Key, ObjectList
+from devplace.store.base import Event, EventType, Filters, Key, ObjectList
 
 __all__ = ["SqliteStore"]
+
+_T = TypeVar("_T")
 
 
 def _decode(body: str) -> dict[str, Any]:
@@ -89,6 +102,7 @@ _SCHEMA = (
 # The newest event is never compacted away, so max(events.revision) is always the store's revision.
 _HEAD = "SELECT coalesce(max(revision), 0) FROM events"
 _COMPACTED = "SELECT value FROM meta WHERE key = 'compacted'"
+_DATA_VERSION = "PRAGMA data_version"
 _ROW_FOR_UPDATE = (
     "SELECT revision, rowid, uid, created, generation, spec, (SELECT max(revision) FROM events) FROM objects"
     " WHERE kind = ? AND namespace = ? AND name = ?"
@@ -112,47 +126,29 @@ _REPLAY_PAGE = 512  # events read per query when replaying; bounds memory for lo
 _PENDING_LIMIT = 4096  # in-process events queued for a watcher that does not read; past it, it rereads the file
 
 
-class _Watcher:
-    """One live watch of this store: the in-process events it has not consumed yet, and how to wake it."""
+class _Written(NamedTuple):
+    """A committed write, as offered to the watchers: `obj` is matched (it may share values with the caller's
+    argument, so it is used only before the write returns), `body` is decoded for delivery."""
 
-    __slots__ = ("kind", "namespace", "overflowed", "pending", "selector", "waiter")
-
-    def __init__(self, kind: str | None, namespace: str | None, selector: Any) -> None:
-        self.kind = kind
-        self.namespace = namespace
-        self.selector = selector
-        # (revision, type or None when filtered out, body): the revision is kept either way to prove contiguity.
-        self.pending: deque[tuple[int, EventType | None, str]] = deque()
-        self.overflowed = False
-        self.waiter: asyncio.Future[None] | None = None
-
-    def offer(self, revision: int, type_: EventType, obj: Mapping[str, Any], body: str) -> None:
-        """Called right after a local commit, while `obj` is still unshared: match now, decode on delivery.
-
-        Only a matching event (or an overflow) wakes the watcher: a filtered-out event leaves a marker that keeps
-        the revisions contiguous and is drained at the next matching event or poll, so a write of one kind does not
-        wake every other kind's watcher (each wake costs a data_version query).
-        """
-        if self.overflowed:
-            return
-        if len(self.pending) >= _PENDING_LIMIT:
-            self.pending.clear()
-            self.overflowed = True
-        elif base.matches(obj, self.kind, self.namespace, self.selector):
-            self.pending.append((revision, type_, body))
-        else:
-            self.pending.append((revision, None, ""))
-            return
-        self.wake()
-
-    def wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+    revision: int
+    type: EventType
+    obj: Mapping[str, Any]
+    body: str
 
 
-def _wake_future(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
+class _Read(NamedTuple):
+    """One page of a watcher's file read: events after `after` (kind and namespace filtered), in one snapshot."""
+
+    after: int  # the revision read after (the head when the watch started from "now")
+    rows: _Rows
+    upto: int  # everything up to here is accounted for
+    more: bool  # the page was full: read again from `upto`
+    head: int
+
+
+def _is_busy(e: sqlite3.Error) -> bool:
+    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _prepare(conn: sqlite3.Connection, path: str, synchronous: str, busy_timeout: float) -> int:
@@ -180,7 +176,7 @@ def _prepare(conn: sqlite3.Connection, path: str, synchronous: str, busy_timeout
         except sqlite3.OperationalError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            if e.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            if not _is_busy(e):
                 raise
             if time.monotonic() + pause > deadline:
                 raise
@@ -202,7 +198,8 @@ class SqliteStore:
         """Open (creating if needed) the store file at `path`.
 
         `history_limit` keeps at most about that many events for watch replay (older ones are compacted in batches);
-        None keeps everything until `compact` is called.
+        None keeps everything until `compact` is called. `poll_interval` is how often open watches look for other
+        processes' writes; `busy_timeout` how long an operation waits for another process's lock (off the loop).
         """
         if synchronous.upper() not in _SYNCHRONOUS:
             raise errors.Invalid.field("synchronous", f"{synchronous!r} is not one of {', '.join(_SYNCHRONOUS)}")
@@ -213,9 +210,14 @@ class SqliteStore:
         self._path = os.fspath(path)
         self._clock = clock or SystemClock()
         self._poll_interval = poll_interval
+        self._busy_ms = max(0, round(busy_timeout * 1000))
         self._history_limit = history_limit
         self._compact_batch = 0 if history_limit is None else max(1, min(1024, history_limit // 8))
-        self._watchers: set[_Watcher] = set()
+        self._watchers: set[_SqliteWatch] = set()
+        self._poller: asyncio.Task[None] | None = None
+        self._poll_version: int | None = None  # data_version when the poller last looked (None: not yet)
+        self._lock = asyncio.Lock()  # one operation on the connection at a time
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
         try:
             conn = sqlite3.connect(self._path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
@@ -224,6 +226,7 @@ class SqliteStore:
         self._conn = conn
         try:
             self._compacted_hint: int = _prepare(conn, self._path, synchronous.upper(), busy_timeout)
+            conn.execute("PRAGMA busy_timeout = 0")  # on the loop, never wait; waits happen in the worker thread
         except sqlite3.Error as e:
             conn.close()
             raise errors.Unavailable(f"cannot open sqlite store {self._path}: {e}") from e
@@ -236,119 +239,68 @@ class SqliteStore:
     def path(self) -> str:
         return self._path
 
-    # -- writes ---------------------------------------------------------------------------------------------
+    # -- running an operation ---------------------------------------------------------------------------------
 
-    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        kind, namespace, name = base.key_fields(obj)
-        spec = obj.get("spec")
-        spec_json = None if spec is None else base.encode_json(spec).decode()
-        uid = str(uuid.uuid4())
-        created = base.rfc3339(self._clock.now())
-        with self._writing() as cur:
-            revision = cur.execute(_HEAD).fetchone()[0] + 1
-            stamped = _with_spec(
-                base.stamped(obj, revision=revision, uid=uid, created=created, generation=1), spec_json
-            )
-            body = _encode_body(stamped)
-            try:
-                cur.execute(_INSERT_OBJECT, (kind, namespace, name, revision, body, uid, created, spec_json))  # + event
-            except sqlite3.IntegrityError as e:
-                raise errors.AlreadyExists(f"{Key(kind, namespace, name)} already exists") from e
-            cur.execute("COMMIT")
-        self._committed(revision, "ADDED", stamped, body)
-        result: dict[str, Any] = orjson.loads(body)
-        return result
-
-    async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        kind, namespace, name = base.key_fields(obj)
-        expected = base.resource_version_of(obj)
-        spec = obj.get("spec")
-        spec_json = None if spec is None else base.encode_json(spec).decode()
-        with self._writing() as cur:
-            row = cur.execute(_ROW_FOR_UPDATE, (kind, namespace, name)).fetchone()
-            if row is None or row[0] != expected:
-                base.check_revision(Key(kind, namespace, name), None if row is None else row[0], expected)
-            _, rowid, uid, created, generation, old_spec_json, head = row
-            generation = generation or 1
-            if not _same_spec(old_spec_json, spec_json, spec):
-                generation += 1
-            revision = head + 1
-            stamped = _with_spec(
-                base.stamped(obj, revision=revision, uid=uid, created=created, generation=generation), spec_json
-            )
-            body = _encode_body(stamped)
-            cur.execute(_UPDATE_OBJECT, (revision, body, generation, spec_json, rowid))  # + its event, by trigger
-            cur.execute("COMMIT")
-        # `stamped` shares nested values with the caller's `obj`: watchers match on it now, the caller gets a copy.
-        self._committed(revision, "MODIFIED", stamped, body)
-        result: dict[str, Any] = orjson.loads(body)
-        return result
-
-    async def delete(
-        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
-    ) -> dict[str, Any]:
-        key = Key(kind, namespace or "", name)
-        with self._writing() as cur:
-            row = cur.execute(_ROW_FOR_DELETE, (key.kind, key.namespace, key.name)).fetchone()
-            base.check_delete_revision(key, None if row is None else row[0], resource_version)
-            _, rowid, old_body, head = row
-            revision = head + 1
-            gone: dict[str, Any] = _decode(old_body)
-            gone["metadata"]["resourceVersion"] = str(revision)
-            body = _encode_body(gone)
-            cur.execute(_DELETE_OBJECT, (rowid,))
-            cur.execute(_INSERT_EVENT, (revision, "DELETED", key.kind, key.namespace, key.name, body))
-            cur.execute("COMMIT")
-        self._committed(revision, "DELETED", gone, body)
-        return gone
-
-    async def compact(self, revision: int) -> None:
-        self._compact(revision)
-
-    def _compact(self, revision: int) -> None:
-        with self._writing() as cur:
-            head = cur.execute(_HEAD).fetchone()[0]
-            compacted = cur.execute(_COMPACTED).fetchone()[0]
-            target = min(revision, head)
-            if target > compacted:
-                cur.execute("DELETE FROM events WHERE revision <= ? AND revision < ?", (target, head))
-                cur.execute("UPDATE meta SET value = ? WHERE key = 'compacted'", (target,))
-                compacted = target
-            cur.execute("COMMIT")
-        self._compacted_hint = compacted
-
-    def _committed(self, revision: int, type_: EventType, obj: Mapping[str, Any], body: str) -> None:
-        for watcher in self._watchers:
-            watcher.offer(revision, type_, obj, body)
-        if self._history_limit is not None and revision - self._compacted_hint > self._history_limit + (
-            self._compact_batch
-        ):
-            try:
-                self._compact(revision - self._history_limit)
-            except errors.Unavailable:
-                pass  # the write itself is committed; compaction is retried after the next one
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[sqlite3.Cursor]:
-        """One write transaction: `BEGIN IMMEDIATE`, then the body, which must end with COMMIT.
-
-        Whatever the body raises rolls the transaction back: an sqlite error becomes `Unavailable`, anything else
-        (`Conflict`, `NotFound`, `AlreadyExists`, a cancellation) goes on as it is.
-        """
+    async def _run(self, op: Callable[..., _T], *args: Any) -> _T:
+        """`op(cursor, *args)` with the connection to itself (see the module docstring): on the loop when SQLite
+        does not make it wait, else again, whole, in the worker thread. A `_Written` result is offered to the
+        watchers before the next operation can start. Whatever `op` raises rolls its transaction back; an sqlite
+        error becomes `Unavailable`."""
         self._check_open()
-        cur = self._cur
+        await self._lock.acquire()
+        release = True
         try:
-            cur.execute("BEGIN IMMEDIATE")
+            self._check_open()
+            try:
+                result = self._attempt(op, args)
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e):
+                    raise
+                loop = asyncio.get_running_loop()
+                waiting = loop.run_in_executor(self._thread(), self._attempt_waiting, op, args)
+                try:
+                    result = await asyncio.shield(waiting)
+                except asyncio.CancelledError:
+                    release = False  # the thread holds the connection: the lock goes when it is done
+                    waiting.add_done_callback(self._abandoned)
+                    raise
+            if isinstance(result, _Written):
+                self._committed(result)
+            return result
         except sqlite3.Error as e:
             raise self._unavailable(e) from e
+        finally:
+            if release:
+                self._lock.release()
+
+    def _attempt(self, op: Callable[..., _T], args: tuple[Any, ...]) -> _T:
         try:
-            yield cur
-        except sqlite3.Error as e:
-            self._rollback()
-            raise self._unavailable(e) from e
+            return op(self._cur, *args)
         except BaseException:
             self._rollback()
             raise
+
+    def _attempt_waiting(self, op: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+        """In the worker thread: `op` with SQLite's busy handler waiting up to `busy_timeout` for the locks."""
+        cur = self._cur
+        cur.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        try:
+            return self._attempt(op, args)
+        finally:
+            cur.execute("PRAGMA busy_timeout = 0")
+
+    def _abandoned(self, done: asyncio.Future[Any]) -> None:
+        """The end of an operation whose caller was cancelled while the worker thread ran it."""
+        try:
+            if not done.cancelled() and done.exception() is None and isinstance(done.result(), _Written):
+                self._committed(done.result())
+        finally:
+            self._lock.release()
+
+    def _thread(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"sqlite-store {self._path}")
+        return self._worker
 
     def _rollback(self) -> None:
         try:
@@ -357,70 +309,78 @@ class SqliteStore:
         except sqlite3.Error:
             pass  # the connection is unusable; the failure that brought us here is what the caller sees
 
+    # -- writes ---------------------------------------------------------------------------------------------
+
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        kind, namespace, name = base.key_fields(obj)
+        spec = obj.get("spec")
+        spec_json = None if spec is None else base.encode_json(spec).decode()
+        uid = str(uuid.uuid4())
+        created = base.rfc3339(self._clock.now())
+        written = await self._run(_create, kind, namespace, name, obj, spec, spec_json, uid, created)
+        result: dict[str, Any] = orjson.loads(written.body)
+        return result
+
+    async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        kind, namespace, name = base.key_fields(obj)
+        expected = base.resource_version_of(obj)
+        spec = obj.get("spec")
+        spec_json = None if spec is None else base.encode_json(spec).decode()
+        written = await self._run(_update, kind, namespace, name, expected, obj, spec, spec_json)
+        result: dict[str, Any] = orjson.loads(written.body)
+        return result
+
+    async def delete(
+        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        written = await self._run(_delete, Key(kind, namespace or "", name), resource_version)
+        return _decode(written.body)
+
+    async def compact(self, revision: int) -> None:
+        self._compacted_hint = await self._run(_compact, revision)
+
+    def _committed(self, written: _Written) -> None:
+        """Right after a local commit, with the connection still ours: offer it, compact when history is long."""
+        for watcher in self._watchers:
+            watcher.offer(written)
+        limit = self._history_limit
+        if limit is not None and written.revision - self._compacted_hint > limit + self._compact_batch:
+            try:  # on the loop, busy timeout zero: when another process writes, compaction waits for the next write
+                self._compacted_hint = self._attempt(_compact, (written.revision - limit,))
+            except (sqlite3.Error, errors.DevplaceError):
+                pass  # the write itself is committed; compaction is retried after the next one
+
     # -- reads ----------------------------------------------------------------------------------------------
 
     async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
-        self._check_open()
-        try:
-            row = self._cur.execute(_GET, (kind, namespace or "", name)).fetchone()
-        except sqlite3.Error as e:
-            raise self._unavailable(e) from e
-        if row is None:
+        body = await self._run(_get, kind, namespace or "", name)
+        if body is None:
             raise errors.NotFound(f"{Key(kind, namespace or '', name)} not found")
-        return _decode(row[0])
+        return _decode(body)
 
-    async def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> ObjectList:
+    async def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
+    ) -> ObjectList:
         self._check_open()
-        parsed = selectors.parse_label_selector(selector) if selector else None
-        cur = self._cur
-        try:
-            cur.execute("BEGIN")  # one read snapshot for the items and the revision
-            try:
-                revision = cur.execute(_HEAD).fetchone()[0]
-                if namespace is None:
-                    cur.execute("SELECT body FROM objects WHERE kind = ? ORDER BY namespace, name", (kind,))
-                else:
-                    cur.execute(
-                        "SELECT body FROM objects WHERE kind = ? AND namespace = ? ORDER BY name", (kind, namespace)
-                    )
-                rows = cur.fetchall()
-            finally:
-                cur.execute("COMMIT")
-        except sqlite3.Error as e:
-            self._rollback()
-            raise self._unavailable(e) from e
+        filters = base.parse_filters(kind, namespace, selector, fields)
+        if namespace is None and filters.fields is not None:
+            namespace = filters.fields.exact("metadata.namespace")  # narrows the scan; the filter still applies
+        name = None if filters.fields is None else filters.fields.exact("metadata.name")
+        revision, rows = await self._run(_list, kind, namespace, name)
         try:
             items: list[dict[str, Any]] = [orjson.loads(row[0]) for row in rows]
         except orjson.JSONDecodeError:  # a body from before orjson (NaN, lone surrogates): the tolerant decoder
             items = [_decode(row[0]) for row in rows]
-        if parsed is not None:
-            items = [item for item in items if base.matches(item, None, None, parsed)]
+        if filters.labels is not None or filters.fields is not None:
+            items = [item for item in items if filters.matches(item)]
         return ObjectList(items, revision)
 
     async def revision(self) -> int:
-        self._check_open()
-        return self._head()
+        return await self._run(_head)
 
-    def _head(self) -> int:
-        try:
-            head: int = self._cur.execute(_HEAD).fetchone()[0]
-        except sqlite3.Error as e:
-            raise self._unavailable(e) from e
-        return head
-
-    def _data_version(self) -> int:
-        """Changes whenever another connection (another process) commits to the file."""
-        try:
-            version: int = self._cur.execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.Error as e:
-            raise self._unavailable(e) from e
-        return version
-
-    def _read_events(self, after: int, kind: str | None, namespace: str | None) -> tuple[_Rows, int, bool]:
-        """Events with revision > `after` (filtered by kind/namespace) in one snapshot.
-
-        Returns the rows, the revision the reader has now seen up to, and whether more rows may follow.
-        """
+    def _read_events(self, cur: sqlite3.Cursor, after: int | None, kind: str | None, namespace: str | None) -> _Read:
+        """Events after `after` (the head when None), filtered by kind and namespace, in one snapshot; `Gone` when
+        compacted past. Also gives the poller its first `data_version`, read before any watcher's first read."""
         sql = "SELECT revision, type, body FROM events WHERE revision > ?"
         params: list[Any] = [after]
         if kind is not None:
@@ -430,92 +390,84 @@ class SqliteStore:
             sql += " AND namespace = ?"
             params.append(namespace)
         sql += f" ORDER BY revision LIMIT {_REPLAY_PAGE}"
-        cur = self._cur
-        try:
-            cur.execute("BEGIN")
-            try:
-                compacted = cur.execute(_COMPACTED).fetchone()[0]
-                head = cur.execute(_HEAD).fetchone()[0]
-                rows: _Rows = cur.execute(sql, params).fetchall()
-            finally:
-                cur.execute("COMMIT")
-        except sqlite3.Error as e:
-            self._rollback()
-            raise self._unavailable(e) from e
+        cur.execute("BEGIN")
+        if self._poll_version is None:
+            self._poll_version = cur.execute(_DATA_VERSION).fetchone()[0]
+        compacted: int = cur.execute(_COMPACTED).fetchone()[0]
+        head: int = cur.execute(_HEAD).fetchone()[0]
+        if after is None:
+            after = params[0] = head
+        rows: _Rows = cur.execute(sql, params).fetchall() if after < head else []
+        cur.execute("COMMIT")
         if after < compacted:
             raise errors.Gone(
                 f"revision {after} has been compacted (oldest available is {compacted + 1}); relist and watch again"
             )
         full = len(rows) == _REPLAY_PAGE
-        return rows, (rows[-1][0] if full else max(head, after)), full
+        return _Read(after, rows, rows[-1][0] if full else max(head, after), full, head)
+
+    def _data_version_changed(self, cur: sqlite3.Cursor) -> bool:
+        version: int = cur.execute(_DATA_VERSION).fetchone()[0]
+        changed = self._poll_version is not None and version != self._poll_version
+        self._poll_version = version
+        return changed
 
     # -- watch ----------------------------------------------------------------------------------------------
 
-    async def watch(
+    def watch(
         self,
         kind: str | None = None,
         namespace: str | None = None,
         *,
         since: int | None = None,
         selector: str | None = None,
-    ) -> AsyncIterator[Event]:
-        self._check_open()
-        parsed = selectors.parse_label_selector(selector) if selector else None
-        last = self._head() if since is None else since
-        watcher = _Watcher(kind, namespace, parsed)
+        fields: str | None = None,
+    ) -> _SqliteWatch:
+        return _SqliteWatch(self, kind, namespace, since, selector, fields)
+
+    def _register(self, watcher: _SqliteWatch) -> None:
         self._watchers.add(watcher)
-        loop = asyncio.get_running_loop()
+        if self._poller is None:
+            self._poll_version = None  # the first read of a watcher (or the poller) takes it, before any watcher reads
+            self._poller = asyncio.get_running_loop().create_task(self._poll(), name=f"sqlite poller {self._path}")
+
+    def _unregister(self, watcher: _SqliteWatch) -> None:
+        self._watchers.discard(watcher)
+        if not self._watchers:
+            self._stop_poller()
+
+    def _stop_poller(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            self._poller = None
+
+    async def _poll(self) -> None:
+        """The store's one poller: wake every watcher when another connection committed (see the module doc)."""
         try:
-            must_read = True  # replay first; this also raises Gone for a compacted `since`
             while True:
-                if must_read:
-                    version = self._data_version()
-                    rows, last, must_read = self._read_events(last, kind, namespace)
-                    for revision, type_, body in rows:
-                        obj = _decode(body)
-                        if parsed is None or base.matches(obj, None, None, parsed):
-                            yield Event(type_, obj, revision)
-                    continue
-                pending = watcher.pending
-                while pending:
-                    revision, maybe_type, body = pending[0]
-                    if revision > last + 1:  # another process wrote in between: read the file
-                        must_read = True
-                        break
-                    pending.popleft()
-                    if revision <= last:
-                        continue
-                    last = revision
-                    if maybe_type is not None:
-                        yield Event(maybe_type, _decode(body), revision)
-                if watcher.overflowed:
-                    watcher.overflowed = False
-                    must_read = True
-                if must_read:
-                    continue
-                waiter: asyncio.Future[None] = loop.create_future()
-                watcher.waiter = waiter
-                timer = loop.call_later(self._poll_interval, _wake_future, waiter)
-                try:
-                    await waiter
-                finally:
-                    timer.cancel()
-                    watcher.waiter = None
-                self._check_open()
-                if self._data_version() != version:
-                    must_read = True
-        finally:
-            self._watchers.discard(watcher)
+                await asyncio.sleep(self._poll_interval)
+                if await self._run(self._data_version_changed):
+                    for watcher in self._watchers:
+                        watcher.reread()
+        except errors.DevplaceError as e:
+            for watcher in list(self._watchers):
+                watcher.fail(e)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
 
     async def close(self) -> None:
+        """End every open watch with `Unavailable`, then close the file (after an operation the worker thread is
+        running, which ends within `busy_timeout`)."""
         if self._closed:
             return
         self._closed = True
         for watcher in list(self._watchers):
-            watcher.wake()
-        self._conn.close()
+            watcher.fail(errors.Unavailable(f"sqlite store {self._path} is closed"))
+        self._stop_poller()
+        async with self._lock:
+            self._conn.close()
+        if self._worker is not None:
+            self._worker.shutdown(wait=False)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -527,18 +479,254 @@ class SqliteStore:
         return errors.Unavailable(f"sqlite store {self._path}: {e}")
 
 
-def _encode_body(obj: Mapping[str, Any]) -> str:
-    return base.encode_json(obj).decode()
+# -- the operations (each runs with the connection to itself, on the loop or in the worker thread) -------------
 
 
-def _with_spec(stamped: dict[str, Any], spec_json: str | None) -> dict[str, Any]:
-    """Put the already encoded spec in place of the caller's, so the body's encoding embeds it as it is.
+def _create(
+    cur: sqlite3.Cursor,
+    kind: str,
+    namespace: str,
+    name: str,
+    obj: Mapping[str, Any],
+    spec: Any,
+    spec_json: str | None,
+    uid: str,
+    created: str,
+) -> _Written:
+    cur.execute("BEGIN IMMEDIATE")
+    revision = cur.execute(_HEAD).fetchone()[0] + 1
+    stamped = base.stamped(obj, revision=revision, uid=uid, created=created, generation=1)
+    body = _encode_body(stamped, spec, spec_json)
+    try:
+        cur.execute(_INSERT_OBJECT, (kind, namespace, name, revision, body, uid, created, spec_json))  # + its event
+    except sqlite3.IntegrityError as e:
+        raise errors.AlreadyExists(f"{Key(kind, namespace, name)} already exists") from e
+    cur.execute("COMMIT")
+    return _Written(revision, "ADDED", stamped, body)
 
-    The stamped dict is then only good for encoding and for `base.matches` (which reads kind and metadata).
+
+def _update(
+    cur: sqlite3.Cursor,
+    kind: str,
+    namespace: str,
+    name: str,
+    expected: int,
+    obj: Mapping[str, Any],
+    spec: Any,
+    spec_json: str | None,
+) -> _Written:
+    cur.execute("BEGIN IMMEDIATE")
+    row = cur.execute(_ROW_FOR_UPDATE, (kind, namespace, name)).fetchone()
+    if row is None or row[0] != expected:
+        base.check_revision(Key(kind, namespace, name), None if row is None else row[0], expected)
+    _, rowid, uid, created, generation, old_spec_json, head = row
+    generation = generation or 1
+    if not _same_spec(old_spec_json, spec_json, spec):
+        generation += 1
+    revision = head + 1
+    stamped = base.stamped(obj, revision=revision, uid=uid, created=created, generation=generation)
+    body = _encode_body(stamped, spec, spec_json)
+    cur.execute(_UPDATE_OBJECT, (revision, body, generation, spec_json, rowid))  # + its event, by trigger
+    cur.execute("COMMIT")
+    return _Written(revision, "MODIFIED", stamped, body)
+
+
+def _delete(cur: sqlite3.Cursor, key: Key, resource_version: str | None) -> _Written:
+    cur.execute("BEGIN IMMEDIATE")
+    row = cur.execute(_ROW_FOR_DELETE, (key.kind, key.namespace, key.name)).fetchone()
+    base.check_delete_revision(key, None if row is None else row[0], resource_version)
+    _, rowid, old_body, head = row
+    revision = head + 1
+    gone: dict[str, Any] = _decode(old_body)
+    gone["metadata"]["resourceVersion"] = str(revision)
+    body = base.encode_json(gone).decode()
+    cur.execute(_DELETE_OBJECT, (rowid,))
+    cur.execute(_INSERT_EVENT, (revision, "DELETED", key.kind, key.namespace, key.name, body))
+    cur.execute("COMMIT")
+    return _Written(revision, "DELETED", gone, body)
+
+
+def _compact(cur: sqlite3.Cursor, revision: int) -> int:
+    """Forget events up to `revision` (never the newest); the compacted revision."""
+    cur.execute("BEGIN IMMEDIATE")
+    head = cur.execute(_HEAD).fetchone()[0]
+    compacted: int = cur.execute(_COMPACTED).fetchone()[0]
+    target = min(revision, head)
+    if target > compacted:
+        cur.execute("DELETE FROM events WHERE revision <= ? AND revision < ?", (target, head))
+        cur.execute("UPDATE meta SET value = ? WHERE key = 'compacted'", (target,))
+        compacted = target
+    cur.execute("COMMIT")
+    return compacted
+
+
+def _get(cur: sqlite3.Cursor, kind: str, namespace: str, name: str) -> str | None:
+    row = cur.execute(_GET, (kind, namespace, name)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _list(cur: sqlite3.Cursor, kind: str, namespace: str | None, name: str | None) -> tuple[int, list[tuple[str]]]:
+    """The bodies of one kind (in one namespace, of one name) in key order, and the revision, in one snapshot."""
+    sql = "SELECT body FROM objects WHERE kind = ?"
+    params: list[str] = [kind]
+    if namespace is not None:
+        sql += " AND namespace = ?"
+        params.append(namespace)
+    if name is not None:
+        sql += " AND name = ?"
+        params.append(name)
+    cur.execute("BEGIN")
+    revision: int = cur.execute(_HEAD).fetchone()[0]
+    rows: list[tuple[str]] = cur.execute(sql + " ORDER BY namespace, name", params).fetchall()
+    cur.execute("COMMIT")
+    return revision, rows
+
+
+def _head(cur: sqlite3.Cursor) -> int:
+    head: int = cur.execute(_HEAD).fetchone()[0]
+    return head
+
+
+class _SqliteWatch(base.BaseWatch):
+    """One watch of a `SqliteStore` (see the module docstring): registered on entry, fed at commit, filtered then.
+
+    State: `_last` is the revision everything up to which is accounted for (delivered, or buffered in `_replay`);
+    `_offered` the last revision offered in-process, to notice a gap (another process's write); `_stale` says the
+    file must be read (a gap, an overflow, the poller saw another connection commit); `_more` that a replay page
+    was full.
     """
-    if spec_json is not None:
-        stamped["spec"] = orjson.Fragment(spec_json)
-    return stamped
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        kind: str | None,
+        namespace: str | None,
+        since: int | None,
+        selector: str | None,
+        fields: str | None,
+    ) -> None:
+        super().__init__(kind, namespace, since, selector, fields)
+        self._store = store
+        self._filters = Filters()
+        self._selects = False  # has a label or field selector, which the file read does not apply
+        self._last = -1
+        self._offered: int | None = None
+        self._stale = False
+        self._more = False
+        self._replay: deque[Event] = deque()
+        self._pending: deque[tuple[int, EventType, str]] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: errors.DevplaceError | None = None
+
+    async def __aenter__(self) -> _SqliteWatch:
+        store = self._store
+        store._check_open()
+        kind, namespace, selector, fields = self._args
+        self._filters = base.parse_filters(kind, namespace, selector, fields)
+        self._selects = self._filters.labels is not None or self._filters.fields is not None
+        store._register(self)  # before the first read: a write committed after it is offered or read, never lost
+        try:
+            read = await store._run(store._read_events, self._since, kind, namespace)
+        except BaseException:
+            store._unregister(self)
+            raise
+        self._revision = read.after
+        self._apply(read)
+        self._entered = True
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._entered = False
+        self._store._unregister(self)
+        self._pending.clear()
+        self._replay.clear()
+
+    async def __anext__(self) -> Event:
+        self._require_entered()
+        store = self._store
+        kind, namespace, _, _ = self._args
+        while True:
+            if self._error is not None:
+                raise self._error
+            if self._replay:
+                return self._replay.popleft()
+            if self._stale or self._more:
+                self._stale = False
+                try:
+                    read = await store._run(store._read_events, self._last, kind, namespace)
+                except BaseException:
+                    self._stale = True
+                    raise
+                self._apply(read)
+                continue
+            pending = self._pending
+            while pending:
+                revision, type_, body = pending.popleft()
+                if revision > self._last:
+                    self._last = revision
+                    return Event(type_, _decode(body), revision)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    def _apply(self, read: _Read) -> None:
+        for revision, type_, body in read.rows:
+            obj = _decode(body)
+            if not self._selects or self._filters.matches(obj):
+                self._replay.append(Event(type_, obj, revision))
+        self._last = read.upto
+        self._more = read.more
+        # Every local write up to the head was offered before this read (offers happen under the store's lock).
+        if self._offered is None or read.head > self._offered:
+            self._offered = read.head
+
+    def offer(self, written: _Written) -> None:
+        """A local commit: queue it when it is selected; a revision that does not follow the last one offered means
+        another process wrote in between, so the watcher reads the file instead."""
+        if self._stale:
+            return  # the file read to come covers it
+        offered = self._offered
+        if offered is not None and written.revision != offered + 1:
+            self.reread()
+            return
+        self._offered = written.revision
+        if not self._filters.matches(written.obj):
+            return
+        if len(self._pending) >= _PENDING_LIMIT:
+            self.reread()
+            return
+        self._pending.append((written.revision, written.type, written.body))
+        self._wake()
+
+    def reread(self) -> None:
+        self._stale = True
+        self._pending.clear()
+        self._wake()
+
+    def fail(self, error: errors.DevplaceError) -> None:
+        self._error = error
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+def _encode_body(stamped: dict[str, Any], spec: Any, spec_json: str | None) -> str:
+    """The body's JSON text, embedding the already encoded spec as it is (encoded once for both columns).
+
+    `stamped` keeps the caller's spec, so watchers can match field selectors on it."""
+    if spec_json is None:
+        return base.encode_json(stamped).decode()
+    stamped["spec"] = orjson.Fragment(spec_json)
+    try:
+        return base.encode_json(stamped).decode()
+    finally:
+        stamped["spec"] = spec
 
 
 def _same_spec(old_json: str | None, new_json: str | None, new: Any) -> bool:

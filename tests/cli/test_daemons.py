@@ -1,0 +1,215 @@
+"""`devplace scheduler`, `devplace controller` and `devplace agent` as daemons: each does its work against a SQLite
+store until SIGTERM (exit 0), and exits 1 when its supervisor reports a fatal failure."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from devplace.cli import app
+from devplace.store import open_store
+from devplace.supervisors import Supervisor
+
+NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "node-a"},
+    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"containers": [{"name": "main", "image": "app", "resources": {"requests": {"cpu": "1"}}}]},
+}
+CONFIGURATION = {
+    "apiVersion": "akri.sh/v0",
+    "kind": "Configuration",
+    "metadata": {"name": "cam", "namespace": "default"},
+    "spec": {
+        "discoveryHandler": {"name": "debugEcho"},
+        "capacity": 1,
+        "brokerSpec": {
+            "brokerPodSpec": {
+                "containers": [{"name": "broker", "image": "nginx", "resources": {"limits": {"{{PLACEHOLDER}}": "1"}}}]
+            }
+        },
+    },
+}
+INSTANCE = {
+    "apiVersion": "akri.sh/v0",
+    "kind": "Instance",
+    "metadata": {"name": "cam-a1b2c3", "namespace": "default"},
+    "spec": {"configurationName": "cam", "capacity": 1, "nodes": ["node-a"], "deviceUsage": {"cam-a1b2c3-0": ""}},
+}
+
+
+def seed(url: str, *objects: dict[str, Any]) -> None:
+    async def write() -> None:
+        store = open_store(url)
+        try:
+            for obj in objects:
+                await store.create(obj)
+        finally:
+            await store.close()
+
+    asyncio.run(write())
+
+
+def read(url: str, kind: str) -> list[dict[str, Any]]:
+    async def list_() -> list[dict[str, Any]]:
+        store = open_store(url)
+        try:
+            return (await store.list(kind, None)).items
+        finally:
+            await store.close()
+
+    return asyncio.run(list_())
+
+
+def wait_for(what: Callable[[], bool], proc: subprocess.Popen[bytes], log: Any) -> None:
+    """Poll until `what()` holds; a safety net of 60 s against a hang, not a timing assertion."""
+    deadline = time.monotonic() + 60
+    while not what():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            log.seek(0)
+            pytest.fail(f"the daemon did not do its work (exit {proc.poll()}):\n{log.read().decode()}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def daemon() -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], Any]]]:
+    """Start `python -m devplace.cli ARGS` with its output in a file; killed (by its PID) if a test leaves it."""
+    started: list[subprocess.Popen[bytes]] = []
+    with contextlib.ExitStack() as files:
+
+        def start(*args: str) -> tuple[subprocess.Popen[bytes], Any]:
+            log = files.enter_context(tempfile.TemporaryFile())
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            proc = subprocess.Popen([sys.executable, "-m", "devplace.cli", *args], stdout=log, stderr=log, env=env)
+            started.append(proc)
+            return proc, log
+
+        yield start
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def stop(proc: subprocess.Popen[bytes], log: Any) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    log.seek(0)
+    return code, log.read().decode()
+
+
+def test_the_scheduler_binds_a_pending_pod_and_exits_0_on_sigterm(daemon: Any, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/devplace.db"
+    seed(url, NODE, POD)
+    proc, log = daemon("scheduler", "--store", url, "--strategy", "binpack")
+    wait_for(lambda: read(url, "Pod")[0]["spec"].get("nodeName") == "node-a", proc, log)
+    code, output = stop(proc, log)
+    assert code == 0, output
+    assert f"devplace scheduler: name devplace-scheduler, strategy binpack, store {url}\n" in output
+    assert output.endswith("devplace scheduler: stopped\n")
+
+
+def test_the_controller_creates_a_broker_for_an_instance_and_exits_0_on_sigterm(daemon: Any, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/devplace.db"
+    seed(url, NODE, CONFIGURATION, INSTANCE)
+    proc, log = daemon("controller", "--store", url, "--resource-prefix", "akri.sh")
+    wait_for(lambda: [p["metadata"]["name"] for p in read(url, "Pod")] == ["cam-a1b2c3-pod"], proc, log)
+    code, output = stop(proc, log)
+    assert code == 0, output
+    broker = read(url, "Pod")[0]
+    assert broker["spec"]["containers"][0]["resources"]["limits"] == {"akri.sh/cam-a1b2c3": "1"}
+    assert output.endswith("devplace controller: stopped\n")
+
+
+def test_a_daemon_refuses_an_unknown_strategy_before_starting(tmp_path: Path) -> None:
+    args = ["scheduler", "--store", f"sqlite:///{tmp_path}/x.db", "--strategy", "random"]
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, args)
+    assert result.exit_code == 2
+    assert "Invalid value for --strategy: 'random' is not one of firstFit, binpack, spread, optimal" in result.stderr
+
+
+# -- fatal failures, in process --------------------------------------------------------------------------------------
+
+
+async def _boom() -> None:
+    raise RuntimeError("the store is gone for good")
+
+
+def fail_after_start(supervisor: Callable[[Any], Supervisor]) -> Callable[[Any], None]:
+    """What a part's start does in these tests: one loop that fails and may not be restarted (a fatal failure)."""
+
+    def start(part: Any) -> None:
+        supervisor(part).loop("doomed", _boom, restart=False)
+
+    return start
+
+
+def test_the_scheduler_exits_1_when_its_supervisor_reports_a_fatal_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devplace.scheduler.schedulers import Scheduler
+
+    original = Scheduler.start
+
+    async def start(self: Scheduler) -> None:
+        await original(self)
+        fail_after_start(lambda p: p.supervisor)(self)
+
+    monkeypatch.setattr(Scheduler, "start", start)
+    result = CliRunner().invoke(app, ["scheduler", "--store", f"sqlite:///{tmp_path}/x.db"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: devplace scheduler: a loop failed for good: RuntimeError: the store is gone for good"
+    )
+
+
+def test_the_controller_exits_1_when_its_supervisor_reports_a_fatal_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devplace.controller import Controller
+
+    original = Controller.start
+
+    def start(self: Controller) -> None:
+        original(self)
+        fail_after_start(lambda p: p.supervisor)(self)
+
+    monkeypatch.setattr(Controller, "start", start)
+    result = CliRunner().invoke(app, ["controller", "--store", f"sqlite:///{tmp_path}/x.db"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: devplace controller: a loop failed for good: RuntimeError: the store is gone for good"
+    )
+
+
+def test_the_agent_exits_1_when_it_reports_a_fatal_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from devplace.agent import Agent
+
+    async def start(self: Agent) -> None:  # no kubelet here: only the failing loop runs
+        fail_after_start(lambda p: p.supervisor)(self)
+
+    monkeypatch.setattr(Agent, "start", start)
+    args = ["agent", "--node", "node-a", "--store", f"sqlite:///{tmp_path}/x.db", "--kubelet-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == (
+        "error: devplace agent: a loop failed for good: RuntimeError: the store is gone for good"
+    )
