@@ -103,7 +103,8 @@ async def test_local_devices_get_an_instance_per_node_deleted_at_once_when_unplu
     await nodes.settle()
     left = await only_instance(nodes.store)
     assert left["metadata"]["name"] == name_of("usb-1", "node-b", False)
-    assert left["spec"]["attributes"]["node"] == "node-b"
+    assert left["spec"]["nodes"] == ["node-b"]
+    assert left["spec"]["shared"] is False
 
 
 async def test_deleting_the_configuration_removes_instances_and_plugins(nodes: Nodes) -> None:

@@ -65,7 +65,7 @@ def test_local_devices_get_one_instance_per_node() -> None:
     )
 
 
-def test_new_instance_carries_slots_properties_attributes_and_owner() -> None:
+def test_new_instance_carries_slots_properties_and_owner() -> None:
     obj = instances.new_instance(configuration(broker_properties={"RESOLUTION": "720p"}), CAM, "node-a")
     name = instances.instance_name("akri-onvif", "uuid-1", "node-a", True)
     assert obj["apiVersion"] == "akri.sh/v0"
@@ -88,24 +88,18 @@ def test_new_instance_carries_slots_properties_attributes_and_owner() -> None:
         "nodes": ["node-a"],
         "deviceUsage": {f"{name}-0": "", f"{name}-1": ""},
         "brokerProperties": {"ONVIF_DEVICE_UUID": "uuid-1", "kind": "camera", "RESOLUTION": "720p"},
-        "attributes": {
-            "ONVIF_DEVICE_UUID": "uuid-1",
-            "kind": "camera",
-            "Kind": "camera",
-            "configuration": "akri-onvif",
-        },
     }
 
 
-def test_local_instance_attributes_name_the_node_and_default_kind_to_the_configuration() -> None:
-    obj = instances.new_instance(configuration(), USB, "node-a")
-    assert obj["spec"]["attributes"] == {
-        "UDEV_DEVNODE": "/dev/video0",
-        "Kind": "akri-onvif",
-        "configuration": "akri-onvif",
-        "node": "node-a",
-    }
-    assert obj["spec"]["shared"] is False
+# The fields of Akri's Instance CRD (spec): an akri.sh/v0 Instance the agent writes must stay valid against it.
+AKRI_INSTANCE_SPEC = {"configurationName", "capacity", "shared", "nodes", "deviceUsage", "brokerProperties", "cdiName"}
+
+
+def test_instances_carry_only_fields_of_akris_instance_crd_for_shared_and_local_devices() -> None:
+    for device in (CAM, USB):
+        obj = instances.new_instance(configuration(), device, "node-a")
+        assert set(obj["spec"]) <= AKRI_INSTANCE_SPEC
+    assert instances.new_instance(configuration(), USB, "node-a")["spec"]["shared"] is False
 
 
 def _instance(nodes: list[str], shared: bool = True, annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from devplace import errors
-from devplace.cli import app
+from devplace.cli import app, tour_classes
 from devplace.cli.demos import FLEET_EXAMPLE, example_path
 from devplace.cli.tour_devices import holder_label, view
 from devplace.cli.tour_fleets import (
@@ -34,6 +34,9 @@ from devplace.cli.tour_fleets import (
 from devplace.cli.tours import Tour
 from devplace.sim.invariants import UsageHistory, double_bookings
 from devplace.store import open_store
+
+KINDS = ("Pod", "Instance", "Configuration", "Node", "ConfigMap", "ResourceClass", "Service")
+"""What the acts create, and must delete."""
 
 
 def lines_of(text: str) -> list[str]:
@@ -48,10 +51,7 @@ def row(out: str, *cells: str) -> bool:
 async def leftovers(url: str) -> dict[str, list[str]]:
     store = open_store(url)
     try:
-        return {
-            kind: [o["metadata"]["name"] for o in (await store.list(kind)).items]
-            for kind in ("Pod", "Instance", "Configuration", "Node", "ConfigMap", "ResourceClass")
-        }
+        return {kind: [o["metadata"]["name"] for o in (await store.list(kind)).items] for kind in KINDS}
     finally:
         await store.close()
 
@@ -71,8 +71,8 @@ def test_the_whole_demo_exits_0_with_every_expectation_held(whole_demo: tuple[An
     out = result.stdout
     assert out.startswith(f"devplace demo: store {url}, API server http://127.0.0.1:")
     assert "FAILED" not in out
-    assert re.search(r"^demo: all \d+ expectations held \(acts 1, 2, 3, 4\)$", out, re.MULTILINE)
-    for number in (1, 2, 3, 4):
+    assert re.search(r"^demo: all 52 expectations held \(acts 1, 2, 3, 4, 5\)$", out, re.MULTILINE)
+    for number in (1, 2, 3, 4, 5):
         assert any(line.startswith(f"== Act {number}: ") for line in out.splitlines())
 
 
@@ -150,7 +150,7 @@ def test_act_3_runs_exactly_capacity_pods_and_the_losers_fail_cleanly(whole_demo
 
 def test_act_4_plans_seed_004_with_every_rejection_and_the_patched_manifest(whole_demo: tuple[Any, str]) -> None:
     out = whole_demo[0].stdout
-    act = out[out.index("== Act 4") :]
+    act = out[out.index("== Act 4") : out.index("== Act 5")]
     lines = lines_of(act)
     assert row(act, "fwall", "edge/cluster-1", "9", "2")
     assert row(act, "analytics", "edge/cluster-3", "0", "1")
@@ -186,15 +186,76 @@ def test_act_4_plans_seed_004_with_every_rejection_and_the_patched_manifest(whol
     assert "(cleanup: 27 of 27 created objects deleted, children first)" in lines
 
 
+def test_act_5_places_a_class_request_queues_the_second_and_runs_brokers_by_capacity(
+    whole_demo: tuple[Any, str],
+) -> None:
+    out = whole_demo[0].stdout
+    act = out[out.index("== Act 5") :]
+    lines = lines_of(act)
+    assert act.startswith("== Act 5: resource classes and brokers ==")
+    # seed 003: the seed's classes, only nvidia.high.mem selects a device here (the 32G GPU on node-b)
+    assert row(act, "nvidia.high.mem", "Kind", "In", "[nvidia-gpu],", "memory", "GtEq", "30G", "1", "0")
+    assert row(act, "hugepages-1gig", "Kind", "In", "[huge-pages],", "size", "GtEq", "1G", "0", "0")
+    assert row(act, "fast.nic", "Kind", "In", "[nic],", "speed", "GtEq", "40GBPS", "0", "0")
+    [gpu] = re.findall(r"^\s*(akri-gpu-[0-9a-f]{6})\s+node-b\s+32G\s", act, re.MULTILINE)
+    assert row(act, "trainer-1", "node-b", "Running", gpu)
+    assert f"scheduler.alpha.kubernetes.io/resClass_nvidia.high.mem_{gpu}=1" in lines
+    assert any(
+        line.startswith(f"ok: {gpu}-0 held by node-b; kubelet allocated akri.sh/{gpu}: {gpu}-0") for line in lines
+    )
+    assert row(act, "node-a", "no", "device", "matches", "class", "nvidia.high.mem")
+    assert row(act, "node-b", "insufficient", "devices", "for", "class", "nvidia.high.mem:", "want", "1,", "0", "free")
+    assert (
+        "ok: pod trainer-2: Pending, unbound, saying '0/3 nodes are available: 2 no device matches class "
+        "nvidia.high.mem, 1 insufficient devices for class nvidia.high.mem: want 1, 0 free.'"
+    ) in lines
+    assert row(act, "trainer-2", "node-b", "Running", gpu)
+    assert (
+        "ok: pod trainer-2: Running on node-b after 0 s of fake time -- the scheduler retried on the release event, "
+        "not on a timer"
+    ) in lines
+    assert any(line.startswith(f"ok: {gpu}-0 went node-b -> free -> node-b; 0 slot(s)") for line in lines)
+    assert lines.count("ok: nvidia.high.mem status allocatable/requested: 1/1") == 2
+    # seed 002: one camera, two nodes, capacity 1: one broker runs, the other waits; services come and go with it
+    [camera] = set(re.findall(r"\b(akri-onvif-video-[0-9a-f]{6})-svc\b", act))
+    brokers = [line.split() for line in lines if re.match(rf"^node-[ab]-{camera}-pod\s", line)]
+    assert len(brokers) == 4  # two tables of two: after the Configuration, after the camera came back
+    for table in (brokers[:2], brokers[2:]):
+        assert sorted(cells[-1] for cells in table) == ["Pending", "Running"]
+        assert all(cells[1] == "-" for cells in table if cells[-1] == "Pending")  # waits unbound
+    assert any(
+        line.startswith("ok: 2 brokers: Pending, Running; slot holders: node-")
+        and "Configuration status brokers: desired 2, running 1, pending 1" in line
+        for line in lines
+    )
+    assert any(
+        re.fullmatch(
+            rf"node-[ab]-{camera}-pod: 0/3 nodes are available: 2 node\(s\) didn't match node selector, "
+            rf"1 insufficient akri\.sh/{camera}\.",
+            line,
+        )
+        for line in lines
+    )
+    assert f"ok: services: {camera}-svc, akri-onvif-video-svc" in lines
+    assert "ok: 0 brokers, 0 services left" in lines
+    assert any(
+        line.startswith(f"ok: Instance {camera} kept while offline, deleted after 300 s of fake time") for line in lines
+    )
+    assert any(
+        line.startswith(f"ok: 2 brokers (Pending, Running), services {camera}-svc, akri-onvif-video-svc")
+        for line in lines
+    )
+    assert "(cleanup: the nodes stopped; 16 objects of this act deleted)" in lines
+
+
 def test_the_demo_leaves_the_store_as_it_found_it_and_runs_again_on_it(whole_demo: tuple[Any, str]) -> None:
     _, url = whole_demo
-    assert asyncio.run(leftovers(url)) == {
-        kind: [] for kind in ("Pod", "Instance", "Configuration", "Node", "ConfigMap", "ResourceClass")
-    }
-    again = CliRunner().invoke(app, ["demo", "--store", url, "--act", "2", "--act", "4"])
+    assert asyncio.run(leftovers(url)) == {kind: [] for kind in KINDS}
+    again = CliRunner().invoke(app, ["demo", "--store", url, "--act", "2", "--act", "4", "--act", "5"])
     assert again.exit_code == 0, again.stdout + again.stderr
     assert "demo: all " in again.stdout
-    assert "(acts 2, 4)" in again.stdout
+    assert "(acts 2, 4, 5)" in again.stdout
+    assert asyncio.run(leftovers(url)) == {kind: [] for kind in KINDS}
 
 
 # -- options and failures --------------------------------------------------------------------------------------------
@@ -226,9 +287,10 @@ def test_a_malformed_fleet_example_is_one_error_line_before_any_act(tmp_path: Pa
     assert result.stdout == ""
 
 
-def test_an_act_number_outside_1_to_4_is_a_usage_error() -> None:
-    result = CliRunner().invoke(app, ["demo", "--act", "5"])
-    assert result.exit_code == 2
+def test_an_act_number_outside_1_to_5_is_a_usage_error() -> None:
+    for number in ("0", "6"):
+        result = CliRunner().invoke(app, ["demo", "--act", number])
+        assert result.exit_code == 2
 
 
 def test_an_outcome_other_than_the_seeds_is_reported_and_exits_1(tmp_path: Path) -> None:
@@ -252,6 +314,21 @@ def test_an_outcome_other_than_the_seeds_is_reported_and_exits_1(tmp_path: Path)
     assert f"act 4: {failed}" in lines
     assert "ok: analytics goes to edge/cluster-3 -- the only cluster with QuickAssist" in lines
     assert not any("GPU's weight decided" in line for line in lines)
+
+
+def test_act_5_reports_a_world_other_than_the_seeds_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 32G GPU on node-a instead of node-b: the class still places the pod, but not where the act claims."""
+    monkeypatch.setattr(tour_classes, "GPUS", (("gpu-1", "node-b", "16G"), ("gpu-2", "node-a", "32G")))
+    result = CliRunner().invoke(app, ["demo", "--store", "memory", "--act", "5"])
+    assert result.exit_code == 1, result.stdout + result.stderr
+    lines = lines_of(result.stdout)
+    failed = "pod trainer-1: Running on node-a (expected: Running on node-b)"
+    assert f"FAILED: {failed}" in lines
+    assert f"act 5: {failed}" in lines
+    assert not any("the only node with a GPU of >= 30G" in line for line in lines)
+    assert "demo: 4 of 14 expectations NOT met (acts 5):" in lines  # placement, slot, retry, slot history
+    assert any(line.startswith("ok: annotated with 1 device(s): nvidia.high.mem_akri-gpu-") for line in lines)
+    assert "ok: 0 brokers, 0 services left" in lines  # the brokers' half still holds, checked as before
 
 
 # -- the narrator ----------------------------------------------------------------------------------------------------

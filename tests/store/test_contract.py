@@ -28,7 +28,7 @@ from hypothesis.stateful import (
 from devplace import errors
 from devplace.api import selectors
 from devplace.clocks import FakeClock
-from devplace.store import Event, Store, mutate
+from devplace.store import Event, Store, cas
 from tests.store.conftest import BACKENDS, MODEL_EXAMPLES, BackendFactory
 from tests.store.samples import WATCH_BOUND, configmap, node, pod, rv, summary, take
 
@@ -692,7 +692,7 @@ async def test_concurrent_cas_increments_lose_no_update(store: Store, clock: Fak
         results = await asyncio.wait_for(
             asyncio.gather(
                 *(
-                    mutate(racing, "ConfigMap", "counter", "default", _increment, attempts=writers + 2, clock=clock)  # type: ignore[arg-type]
+                    cas(racing, "ConfigMap", "counter", "default", _increment, attempts=writers + 2, clock=clock)  # type: ignore[arg-type]
                     for _ in range(writers)
                 )
             ),
@@ -701,8 +701,8 @@ async def test_concurrent_cas_increments_lose_no_update(store: Store, clock: Fak
     finally:
         driver.cancel()
     assert racing.conflicts > 0  # the race happened, and CAS resolved it
-    assert sorted(int(r["data"]["count"]) for r in results) == list(range(1, writers + 1))
-    assert len({rv(r) for r in results}) == writers
+    assert sorted(int(r.object["data"]["count"]) for r in results) == list(range(1, writers + 1))
+    assert len({rv(r.object) for r in results}) == writers
     assert (await store.get("ConfigMap", "counter", "default"))["data"]["count"] == str(writers)
 
 

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from devplace import errors
-from devplace.store import mutate
+from devplace.store import cas
 from devplace.store.sqlite import SqliteStore
 
 
@@ -39,7 +39,7 @@ async def counter(path: str, times: int) -> None:
         pass
     steps = itertools.count() if times == 0 else range(times)
     for _ in steps:
-        written = await mutate(store, "ConfigMap", "counter", "default", _increment, attempts=200)
+        written = (await cas(store, "ConfigMap", "counter", "default", _increment, attempts=200)).object
         print(written["metadata"]["resourceVersion"], flush=True)
     await store.close()
 

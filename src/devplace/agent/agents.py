@@ -47,7 +47,10 @@ from devplace.discovery import Device, HandlerRegistry, RegistrationServer
 from devplace.store import Change, Store
 from devplace.supervisors import Supervisor
 
-__all__ = ["MAX_RESTARTS", "Agent", "AgentConfig"]
+__all__ = [
+    "Agent",
+    "AgentConfig",
+]
 
 log = logging.getLogger(__name__)
 

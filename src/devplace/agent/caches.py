@@ -43,7 +43,11 @@ from devplace.store import DELETE, Informer, Store, cas
 from devplace.store.cas import Delete as StoreDelete
 from devplace.supervisors import Supervisor
 
-__all__ = ["ConfiguredEntry", "Decide", "DecideDelete", "DecideUsage", "NodeCache", "PodInfo", "Sources"]
+__all__ = [
+    "Decide",
+    "NodeCache",
+    "PodInfo",
+]
 
 Key = tuple[str, str]
 Decide = Callable[[dict[str, Any]], dict[str, Any] | None]

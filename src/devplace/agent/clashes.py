@@ -31,7 +31,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Outcome", "Owner", "PluginKey", "Wanted", "resolve", "seniority"]
+__all__ = [
+    "Outcome",
+    "Owner",
+    "PluginKey",
+    "Wanted",
+    "resolve",
+]
 
 PluginKey = tuple[str, str, str]
 """(kind, namespace, name): kind "cl" (name = the Configuration) or "il" (name = the Instance)."""

@@ -8,7 +8,7 @@ Two condition types, each entry `{type, status: "True", reason, message, node, l
 - `ResourceNameConflict`: the Configuration lost a resource-name clash on the node (`clashes`) and serves nothing
   there. Removed when the clash goes away. Written by the plugin side of the agent only: a separate type, so the two
   writers never overwrite each other's entry (one entry with two writers would flap).
-Pure: the agent applies `with_condition` inside `mutate`.
+Pure: the agent applies `with_condition` inside `store.cas`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "DISCOVERY_FAILED",
     "HANDLER_NOT_FOUND",
     "HANDLER_UNAVAILABLE",
     "INVALID_DETAILS",

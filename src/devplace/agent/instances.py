@@ -33,8 +33,6 @@ __all__ = [
     "Delete",
     "InstanceRecord",
     "Plan",
-    "attributes_of",
-    "device_digest",
     "expired",
     "instance_name",
     "joined",
@@ -149,16 +147,6 @@ class InstanceRecord:
         return self.name.rpartition("-")[2]
 
 
-def attributes_of(configuration: str, device: Device, node: str) -> dict[str, str]:
-    """Selector attributes (DESIGN.md section 6): device properties plus `Kind`, `configuration`, `node` (local)."""
-    attrs = dict(device.properties)
-    attrs.setdefault("Kind", device.properties.get("kind", configuration))
-    attrs["configuration"] = configuration
-    if not device.shared:
-        attrs["node"] = node
-    return attrs
-
-
 def new_instance(configuration: Mapping[str, Any], device: Device, node: str) -> dict[str, Any]:
     """The wire form of a new Instance for `device` seen by `node`, owned by `configuration` (a stored wire dict)."""
     cfg = Configuration.from_obj(configuration)
@@ -183,7 +171,6 @@ def new_instance(configuration: Mapping[str, Any], device: Device, node: str) ->
             "nodes": [node],
             "deviceUsage": slots.initial_usage(name, cfg.spec.capacity),
             "brokerProperties": {**dict(device.properties), **cfg.spec.broker_properties},
-            "attributes": attributes_of(cfg.name, device, node),
         },
     }
     Instance.from_obj(obj)  # the boundary check: never write what we would refuse to read

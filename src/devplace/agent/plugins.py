@@ -47,8 +47,6 @@ from devplace.discovery.devices import Device
 from devplace.discovery.signals import Signal
 
 __all__ = [
-    "ANNOTATION_INSTANCES",
-    "ANNOTATION_SLOTS",
     "CL_PREFERENCE",
     "ConfigurationPlugin",
     "DevicePlugin",

@@ -40,7 +40,9 @@ from devplace.clocks import Clock
 from devplace.deviceplugin import KUBELET_SOCKET_NAME
 from devplace.supervisors import Supervisor
 
-__all__ = ["REGISTER_ATTEMPTS", "START_ATTEMPTS", "PluginSet"]
+__all__ = [
+    "PluginSet",
+]
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,12 @@ from devplace import errors
 from devplace.api.devices import DiscoveryProperty, KeySelector
 from devplace.api.workloads import decode_base64
 
-__all__ = ["PATH", "SOURCE_KINDS", "Source", "references", "resolve"]
+__all__ = [
+    "PATH",
+    "Source",
+    "references",
+    "resolve",
+]
 
 PATH = "spec.discoveryHandler.discoveryProperties"
 

@@ -29,7 +29,11 @@ from devplace.clocks import Clock
 from devplace.discovery import Device
 from devplace.supervisors import Supervisor
 
-__all__ = ["CREATE_CONCURRENCY", "RETRY_PAUSE", "Reconciler", "bounded"]
+__all__ = [
+    "CREATE_CONCURRENCY",
+    "Reconciler",
+    "bounded",
+]
 
 log = logging.getLogger(__name__)
 

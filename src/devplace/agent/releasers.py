@@ -35,7 +35,9 @@ from devplace.deviceplugin.podresources.v1 import api_pb2_grpc as pr_grpc
 from devplace.store import Change
 from devplace.supervisors import Supervisor
 
-__all__ = ["PODRESOURCES_TIMEOUT", "Releaser"]
+__all__ = [
+    "Releaser",
+]
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,6 @@ __all__ = [
     "slot_index",
     "slot_name",
     "vdev_instance",
-    "vdev_slot",
 ]
 
 _CL_PREFIX = "C:"

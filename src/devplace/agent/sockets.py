@@ -24,7 +24,12 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["IN_CREATE", "IN_DELETE", "IN_MOVED_FROM", "IN_MOVED_TO", "DirectoryWatch", "parse_events"]
+__all__ = [
+    "IN_CREATE",
+    "IN_DELETE",
+    "DirectoryWatch",
+    "parse_events",
+]
 
 log = logging.getLogger(__name__)
 

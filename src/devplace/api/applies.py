@@ -27,7 +27,13 @@ from typing import Any
 
 from devplace import errors
 
-__all__ = ["SERVER_OWNED", "Create", "Plan", "Unchanged", "Update", "plan_apply"]
+__all__ = [
+    "Create",
+    "Plan",
+    "Unchanged",
+    "Update",
+    "plan_apply",
+]
 
 SERVER_OWNED = ("resourceVersion", "uid", "generation", "creationTimestamp", "deletionTimestamp", "managedFields")
 """Metadata the store owns: never taken from a manifest."""

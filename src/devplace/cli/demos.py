@@ -1,4 +1,4 @@
-"""`devplace demo` (what `make demo` runs): a narrated tour of the whole product on the embedded store, in four acts.
+"""`devplace demo` (what `make demo` runs): a narrated tour of the whole product on the embedded store, in five acts.
 
 1. The store, the API server and the CLI: example manifests applied through the API server, a compare-and-swap write
    losing to a stale resourceVersion, a bad manifest refused with its field path (`tour_stores`).
@@ -7,10 +7,14 @@
 3. Contention, seed 001: ten nodes ask for one device of capacity five at once (`tour_devices`).
 4. Fleet placement, seed 004: clusters and HPA intents through `/v2`, a dry-run plan with every rejection reason and
    a patched manifest (`tour_fleets`, bodies from `examples/fleet/seed-004.yaml`).
+5. Resource classes and brokers, seeds 003 and 002: three simulated nodes with the scheduler and the broker
+   controller; a pod asking for a class placed on the node whose GPU the class selects, a second one Pending until the
+   first goes; per-node brokers bounded by capacity, going and coming back with their camera (`tour_classes`).
 
 Every act runs on one store: a fresh SQLite file in a temporary directory unless `--store` is given, served by the
-API server on a loopback port in this process. Acts 2 and 3 run the real agents and simulated kubelets over that store
-(`devplace.sim.Fleet`); each act deletes what it created, so acts are independent and re-runs start clean.
+API server on a loopback port in this process. Acts 2, 3 and 5 run the real agents and simulated kubelets over that
+store (`devplace.sim.Fleet`; act 5 with the fleet's scheduler and broker controller too); each act deletes what it
+created, so acts are independent and re-runs start clean.
 
 The demo doubles as a smoke test and must not lie: every outcome it narrates is checked (`tours.Tour.expect`), an act
 that raises is reported and the next act still runs, and the command exits 1 when any expectation failed. Bad inputs
@@ -41,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["example_path", "register"]
 
-ACTS = (1, 2, 3, 4)
+ACTS = (1, 2, 3, 4, 5)
 ACT_TIMEOUT = 90.0
 """Seconds one act may take before it is reported as failed (it takes a few; this only catches a hang)."""
 
@@ -108,6 +112,7 @@ async def _run_act(
     fleet: tuple[FleetExample, Path] | None,
 ) -> None:
     # the acts (and the agent, simulator and web stack they run) load only when the demo runs
+    from devplace.cli.tour_classes import classes_act
     from devplace.cli.tour_devices import contention_act, sharing_act
     from devplace.cli.tour_fleets import placement_act
     from devplace.cli.tour_stores import store_act
@@ -124,6 +129,8 @@ async def _run_act(
         await sharing_act(tour, backing)
     elif number == 3:
         await contention_act(tour, backing)
+    elif number == 5:
+        await classes_act(tour, backing)
     else:
         assert fleet is not None
         await placement_act(tour, base_url, fleet[0], str(fleet[1]))
@@ -166,8 +173,9 @@ def demo(
         typer.Option(
             "--act",
             min=1,
-            max=4,
-            help="Run only this act (repeatable): 1 store/API/CLI, 2 device sharing, 3 contention, 4 fleet placement",
+            max=5,
+            help="Run only this act (repeatable): 1 store/API/CLI, 2 device sharing, 3 contention, 4 fleet placement, "
+            "5 resource classes and brokers",
         ),
     ] = None,
     examples: Annotated[Path | None, typer.Option("--examples", help="Directory of manifests for act 1")] = None,
@@ -180,7 +188,8 @@ def demo(
         ),
     ] = None,
 ) -> None:
-    """A narrated tour: store + API + CLI, device sharing (seed 000), contention (seed 001), fleet placement (seed 004).
+    """A narrated tour: store + API + CLI, device sharing (seed 000), contention (seed 001), fleet placement (seed 004),
+    resource classes and brokers (seeds 003 and 002).
 
     Exits 1 if any outcome the tour expects does not happen.
     """

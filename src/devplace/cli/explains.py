@@ -33,7 +33,11 @@ from devplace.scheduler.nodes import availability_message
 from devplace.scheduler.schedulers import Scheduler
 from devplace.store import Store
 
-__all__ = ["Explanation", "explain_pod", "register", "render"]
+__all__ = [
+    "Explanation",
+    "register",
+    "render",
+]
 
 HEADERS = ["NODE", "VERDICT"]
 FITS = "fits"

@@ -21,7 +21,6 @@ __all__ = [
     "RESOURCE_NAME_CONFLICT",
     "Configuration",
     "Instance",
-    "Member",
     "instance_owner",
     "owner_reference",
     "seconds_of",

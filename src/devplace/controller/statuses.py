@@ -18,7 +18,9 @@ from typing import Any
 
 from devplace.controller.strategies import Skip
 
-__all__ = ["BROKERS_SKIPPED", "CONTROLLER_CONDITIONS", "INVALID_CONFIGURATION", "status_with"]
+__all__ = [
+    "status_with",
+]
 
 BROKERS_SKIPPED = "BrokersSkipped"
 INVALID_CONFIGURATION = "InvalidConfiguration"

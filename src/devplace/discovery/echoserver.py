@@ -44,12 +44,9 @@ from devplace.discovery.v0 import discovery_pb2_grpc as v0_grpc
 
 __all__ = [
     "ECHO_DEVICE",
-    "ECHO_PROPERTY_PREFIX",
     "EchoServer",
     "echoed_properties",
     "main",
-    "parse_device_list",
-    "parse_echo_details",
 ]
 
 log = logging.getLogger(__name__)

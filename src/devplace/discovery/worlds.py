@@ -21,7 +21,13 @@ from devplace.discovery import details as d
 from devplace.discovery.devices import Device, Properties
 from devplace.discovery.signals import Signal
 
-__all__ = ["KIND_PROPERTY", "SimDetails", "SimHandler", "World", "parse_sim_details", "select_devices"]
+__all__ = [
+    "SimDetails",
+    "SimHandler",
+    "World",
+    "parse_sim_details",
+    "select_devices",
+]
 
 KIND_PROPERTY = "kind"
 

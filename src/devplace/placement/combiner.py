@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from devplace.placement.candidates import Because, Candidate, Reason
 from devplace.placement.inventory import ClusterRef
 
-__all__ = ["AppPlacement", "Decision", "Outcome", "combine"]
+__all__ = [
+    "Decision",
+    "Outcome",
+    "combine",
+]
 
 _SHOWN_REASONS = 5
 

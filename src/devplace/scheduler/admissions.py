@@ -26,7 +26,11 @@ from devplace.scheduler.classes import resolve_each
 from devplace.store.applies import Admission
 from devplace.store.base import Store
 
-__all__ = ["ADMISSION", "admit_create", "admit_update", "admit_write"]
+__all__ = [
+    "ADMISSION",
+    "admit_update",
+    "admit_write",
+]
 
 
 def _spec(obj: Mapping[str, Any]) -> Any:

@@ -32,7 +32,9 @@ from devplace.scheduler.nodes import NodeInfo, Resources
 from devplace.scheduler.pods import PodInfo
 from devplace.scheduler.selection import DeviceIndex
 
-__all__ = ["Assumed", "AssumedPod"]
+__all__ = [
+    "Assumed",
+]
 
 _EMPTY: Mapping[str, int] = {}
 

@@ -43,7 +43,6 @@ __all__ = [
     "ANNOTATION_PREFIX",
     "RESOURCE_PREFIX",
     "STRATEGIES",
-    "ClassRef",
     "ClassSpec",
     "ClassStatus",
     "ResolvedClass",

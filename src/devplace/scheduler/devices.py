@@ -26,7 +26,12 @@ from typing import Any
 
 from devplace import errors
 
-__all__ = ["KIND", "WELL_KNOWN", "Device", "device_attributes", "device_of"]
+__all__ = [
+    "KIND",
+    "Device",
+    "device_attributes",
+    "device_of",
+]
 
 KIND = "Kind"
 WELL_KNOWN = (KIND, "configuration", "node")

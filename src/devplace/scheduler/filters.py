@@ -29,10 +29,6 @@ __all__ = [
     "Context",
     "Filter",
     "NodeCheck",
-    "NodeSelectorFit",
-    "PodCountFit",
-    "ResourceClassFit",
-    "ResourcesFit",
     "Unschedulable",
 ]
 

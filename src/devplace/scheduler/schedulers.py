@@ -66,7 +66,9 @@ from devplace.store.cas import cas
 from devplace.store.informers import Change, Informer, ObjKey
 from devplace.supervisors import Supervisor
 
-__all__ = ["PodState", "Scheduler"]
+__all__ = [
+    "Scheduler",
+]
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,11 @@ from devplace.scheduler.filters import Context
 from devplace.scheduler.nodes import NodeInfo
 from devplace.scheduler.pods import PodInfo
 
-__all__ = ["DEFAULT_SCORES", "BalancedAllocation", "DeviceFit", "LeastAllocated", "NodeScore", "Score"]
+__all__ = [
+    "DEFAULT_SCORES",
+    "NodeScore",
+    "Score",
+]
 
 NodeScore = Callable[[NodeInfo], int]
 

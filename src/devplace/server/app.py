@@ -33,7 +33,12 @@ from devplace.server import fleet, resources
 from devplace.server.bodies import BodyLimit
 from devplace.store.base import Store
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "EmbeddedServer", "create_app", "running", "status_response"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "EmbeddedServer",
+    "create_app",
+    "running",
+]
 
 DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' default request size limit
 _log = logging.getLogger(__name__)

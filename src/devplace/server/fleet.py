@@ -31,7 +31,10 @@ from devplace.placement.labels import ClusterLabels
 from devplace.placement.service import PlacementService
 from devplace.store.base import Store
 
-__all__ = ["ClusterLabel", "PlacementStatus", "StatusBody", "router"]
+__all__ = [
+    "PlacementStatus",
+    "router",
+]
 
 PREFIX = "/v2"
 

@@ -54,13 +54,8 @@ from devplace.store import base
 from devplace.store.base import Store, WatchStream
 
 __all__ = [
-    "KubeObject",
-    "KubeObjectList",
     "KubeStatus",
-    "KubeWatchEvent",
     "Target",
-    "check_selectors",
-    "collection_path",
     "delete_preconditions",
     "list_body",
     "prepare_write",

@@ -64,7 +64,10 @@ from devplace.store import Store, open_store
 from devplace.store.applies import apply_object
 from devplace.supervisors import Supervisor
 
-__all__ = ["Fleet", "Part", "PartFactory"]
+__all__ = [
+    "Fleet",
+    "Part",
+]
 
 log = logging.getLogger(__name__)
 

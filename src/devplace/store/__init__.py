@@ -12,7 +12,6 @@ from devplace.store.base import Event, EventType, Key, ObjectList, Store, WatchS
 from devplace.store.cas import DELETE, Written, cas
 from devplace.store.informers import Change, Informer
 from devplace.store.memory import MemoryStore
-from devplace.store.mutations import mutate
 from devplace.store.open import open_store
 
 if TYPE_CHECKING:
@@ -34,7 +33,6 @@ __all__ = [
     "WatchStream",
     "Written",
     "cas",
-    "mutate",
     "open_store",
 ]
 

@@ -20,7 +20,11 @@ from devplace.clocks import Clock, SystemClock
 from devplace.store.base import Store
 from devplace.store.cas import cas
 
-__all__ = ["Admission", "Applied", "ApplyOutcome", "apply_object"]
+__all__ = [
+    "Admission",
+    "Applied",
+    "apply_object",
+]
 
 ApplyOutcome = Literal["created", "configured", "unchanged"]
 
