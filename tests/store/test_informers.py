@@ -218,3 +218,22 @@ async def test_a_store_error_is_retried_by_relisting(running: Supervisor, caplog
         await asyncio.wait_for(informer.wait_synced(), 10)
     assert informer.get("default", "a") is not None
     assert len([r for r in caplog.records if "backend restarting" in r.getMessage()]) == 2
+
+
+async def test_index_reads_stay_sorted_and_current_across_additions_moves_and_deletions() -> None:
+    store = MemoryStore()
+    informer: Informer[dict[str, Any]] = Informer(store, "Pod", indexes={"node": lambda obj: [obj["spec"]["nodeName"]]})
+    for name in ("c", "a"):
+        informer.apply_event("ADDED", await store.create(_pod(name, "n1")))
+    assert informer.keys_by("node", "n1") == [("default", "a"), ("default", "c")]
+    informer.apply_event("ADDED", await store.create(_pod("b", "n1")))
+    assert informer.keys_by("node", "n1") == [("default", "a"), ("default", "b"), ("default", "c")]
+    moved = await store.get("Pod", "a", "default")
+    moved["spec"]["nodeName"] = "n2"
+    informer.apply_event("MODIFIED", await store.update(moved))
+    assert informer.keys_by("node", "n1") == [("default", "b"), ("default", "c")]
+    assert [p["metadata"]["name"] for p in informer.by("node", "n2")] == ["a"]
+    informer.apply_event("DELETED", await store.delete("Pod", "c", "default"))
+    assert informer.keys_by("node", "n1") == [("default", "b")]
+    informer.keys_by("node", "n1").clear()  # a caller's copy: the cache is not changed through it
+    assert informer.keys_by("node", "n1") == [("default", "b")]

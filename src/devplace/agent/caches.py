@@ -364,15 +364,6 @@ class NodeCache:
         self.instances.record(stored, parsed=InstanceRecord.from_wire(stored, validate=False))
         return stored
 
-    async def refresh_instance(self, namespace: str, name: str) -> None:
-        """Re-read one Instance (after a refused Allocate the cache may be behind the store)."""
-        try:
-            obj = await self.store.get("Instance", name, namespace)
-        except errors.NotFound:
-            self.instances.forget(namespace, name)
-            return
-        self.instances.record(obj)
-
     async def mutate_configuration(self, namespace: str, name: str, decide: Decide) -> dict[str, Any] | None:
         """CAS a change of a Configuration (first on the cached copy) and cache the result; None when it is gone."""
         first = self.configuration_obj(namespace, name)

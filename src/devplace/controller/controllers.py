@@ -2,11 +2,13 @@
 
 Level-triggered. Any change to a Configuration, an Instance or an object the controller owns marks that
 Configuration dirty; the worker takes dirty keys one at a time, recomputes what should exist from the caches
-(`decisions.decide`, pure), and applies the difference: `create` (AlreadyExists is success: another controller, or
+(`decisions.decide`, pure; through `incremental.Decider`, which gives the same answer but recomputes only what changed
+since its previous pass), and applies the difference: `create` (AlreadyExists is success: another controller, or
 this one before a restart, made it), `cas` update, `cas` DELETE of the uid decided on (NotFound is success). Writes
-are recorded into the caches at once, so the next pass sees them without waiting for the watch. Nothing is
-remembered between passes except timers, so a controller restarted mid-way, or two running at once, converge to the
-same objects with the same deterministic names and never duplicate one.
+are recorded into the caches at once, so the next pass sees them without waiting for the watch. Nothing but timers
+and the decider's memo (a cache: a fresh controller computes from scratch) is remembered between passes, so a
+controller restarted mid-way, or two running at once, converge to the same objects with the same deterministic names
+and never duplicate one.
 
 Timers (a Pending broker due for recreation, a pool timeout, a node's NotReady grace) run on the injected `Clock`:
 at the due time the key is marked dirty again. Node cleanup (`nodes`) runs when Nodes or Instances change: a gone
@@ -25,7 +27,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.clocks import Clock
-from devplace.controller import decisions, inputs, names, nodes, plans, strategies
+from devplace.controller import decisions, incremental, inputs, names, nodes, plans, strategies
 from devplace.store.base import Store
 from devplace.store.cas import DELETE, Delete, Written, cas
 from devplace.store.informers import Change, Informer, ObjKey
@@ -70,6 +72,8 @@ class Controller:
         self.clock = clock
         self.contention_clock = contention_clock or clock
         self.settings = decisions.Settings(resource_prefix=resource_prefix, pending_grace=pending_grace)
+        self.decider = incremental.Decider(self.settings, class_matches)
+        """Decides each pass like `decisions.decide`, recomputing only what changed since the last one."""
         self.node_grace = node_grace
         self.class_matches = class_matches
         self.retry_after = retry_after
@@ -270,15 +274,11 @@ class Controller:
         configuration = self.configurations.get(*key)
         existing = self._existing(key)
         if configuration is None and not existing:
+            self.decider.forget(key)
             self._set_timer(key, None)
             return
-        decision = decisions.decide(
-            configuration,
-            self._instances_for(configuration, key),
-            existing,
-            settings=self.settings,
-            now=self.clock.now(),
-            class_matches=self.class_matches,
+        decision = self.decider.decide(
+            key, configuration, self._instances_for(configuration, key), existing, now=self.clock.now()
         )
         failed = await self._apply(decision.plan)
         if configuration is not None and decision.status is not None:

@@ -106,6 +106,7 @@ class Informer(Generic[T]):
         self._index_fns: dict[str, IndexFn[T]] = dict(indexes or {})
         self._indexes: dict[str, dict[Hashable, set[ObjKey]]] = {name: {} for name in self._index_fns}
         self._entries: dict[ObjKey, dict[str, tuple[Hashable, ...]]] = {}
+        self._sorted: dict[tuple[str, Hashable], list[ObjKey]] = {}  # index buckets in key order, built on demand
         self._handlers: list[Handler[T]] = []
         self.synced = asyncio.Event()
         self.revision = 0
@@ -133,11 +134,18 @@ class Informer(Generic[T]):
 
     def by(self, index: str, value: Hashable) -> list[T]:
         """The entries whose index function yields `value`, sorted by key."""
-        keys = self._indexes[index].get(value, ())
-        return [self._items[k] for k in sorted(keys)]
+        return [self._items[k] for k in self._bucket(index, value)]
 
     def keys_by(self, index: str, value: Hashable) -> list[ObjKey]:
-        return sorted(self._indexes[index].get(value, ()))
+        return list(self._bucket(index, value))
+
+    def _bucket(self, index: str, value: Hashable) -> list[ObjKey]:
+        """A bucket's keys in order, sorted once per change of the bucket (not once per read)."""
+        found = self._sorted.get((index, value))
+        if found is None:
+            found = sorted(self._indexes[index].get(value, ()))
+            self._sorted[(index, value)] = found
+        return found
 
     def resource_version(self, namespace: str, name: str) -> int | None:
         return self._revisions.get((namespace, name))
@@ -226,6 +234,7 @@ class Informer(Generic[T]):
         for index, values in self._entries.pop(key, {}).items():
             buckets = self._indexes[index]
             for value in values:
+                self._sorted.pop((index, value), None)
                 bucket = buckets.get(value)
                 if bucket is not None:
                     bucket.discard(key)
@@ -244,13 +253,16 @@ class Informer(Generic[T]):
                 continue
             buckets = self._indexes[index]
             for stale in old.get(index, ()):
+                self._sorted.pop((index, stale), None)
                 bucket = buckets.get(stale)
                 if bucket is not None:
                     bucket.discard(key)
                     if not bucket:
                         del buckets[stale]
             for fresh in values:
-                buckets.setdefault(fresh, set()).add(key)
+                if key not in buckets.setdefault(fresh, set()):
+                    buckets[fresh].add(key)
+                    self._sorted.pop((index, fresh), None)
         self._entries[key] = new
 
     def apply_event(self, type_: str, obj: Mapping[str, Any]) -> None:
