@@ -351,3 +351,31 @@ async def test_a_node_not_ready_past_the_grace_is_cleaned_up(
         return bool(inst["spec"]["nodes"] == ["node-a"] and inst["spec"]["deviceUsage"] == {"akri-onvif-8120fe-0": ""})
 
     await settle(controller, until=cleaned)
+
+
+async def test_a_configuration_that_lost_a_resource_name_clash_on_a_node_gets_no_brokers_there_until_it_clears(
+    store: Store, controller: Controller
+) -> None:
+    from devplace.agent import conditions
+
+    await apply(store, *NODES, configuration(), *TWO)
+    await settle(controller, until=lambda: _count(store, "Pod", 3))
+    # node-b's agent says the resource names are served for a senior Configuration there
+    clash = conditions.Failure(conditions.RESOURCE_NAME_TAKEN, "akri.sh/akri-onvif is served for other/akri-onvif")
+    cfg = await store.get("Configuration", "akri-onvif", "default")
+    lost = conditions.with_condition(cfg, "node-b", clash, "2026-01-01T00:00:00Z", conditions.RESOURCE_NAME_CONFLICT)
+    assert lost is not None
+    await store.update(lost)
+    await settle(controller, until=lambda: _count(store, "Pod", 1))
+    assert await names_of(store, "Pod") == ["node-a-akri-onvif-8120fe-pod"]
+    cfg = await store.get("Configuration", "akri-onvif", "default")
+    skipped = [c for c in cfg["status"]["conditions"] if c["type"] == "BrokersSkipped"]
+    assert {c.get("node") for c in skipped} == {"node-b"}
+    assert any(c["type"] == conditions.RESOURCE_NAME_CONFLICT for c in cfg["status"]["conditions"])  # kept
+    cleared = conditions.with_condition(cfg, "node-b", None, "2026-01-01T00:01:00Z", conditions.RESOURCE_NAME_CONFLICT)
+    assert cleared is not None
+    await store.update(cleared)
+    await settle(controller, until=lambda: _count(store, "Pod", 3))
+    assert await names_of(store, "Pod") == PODS
+    conditions_now = (await store.get("Configuration", "akri-onvif", "default"))["status"].get("conditions") or []
+    assert [c for c in conditions_now if c["type"] == "BrokersSkipped"] == []
