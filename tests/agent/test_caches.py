@@ -298,12 +298,12 @@ async def test_update_usage_of_a_missing_instance_is_not_found_and_forgets_it(
     assert cache.instance("default", "cams-8120fe") is None
 
 
-async def test_remove_instance_deletes_with_the_revision_it_decided_on(
+async def test_mutate_instance_deletes_when_the_decision_says_so(
     memory_store: MemoryStore, supervisor: Supervisor
 ) -> None:
     cache, _ = await cached(memory_store, supervisor)
     assert (
-        await cache.remove_instance("default", "cams-8120fe", lambda obj: instances.left(obj, "node-a", 0, False))
+        await cache.mutate_instance("default", "cams-8120fe", lambda obj: instances.left(obj, "node-a", 0, False))
         is None
     )
     assert (await memory_store.list("Instance")).items == []

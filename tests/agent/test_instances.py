@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from devplace import errors
 from devplace.agent import instances, slots
-from devplace.agent.instances import OFFLINE_SINCE, Delete, InstanceRecord
+from devplace.agent.instances import OFFLINE_SINCE, InstanceRecord
 from devplace.agent.slots import IL
 from devplace.api import Configuration
 from devplace.discovery import Device, DeviceSpec, Mount
+from devplace.store import DELETE
 
 NOW = 1_767_225_600.0
 IL_A = IL("node-a")
@@ -146,7 +147,7 @@ def test_left_removes_this_node_and_decides_the_rest(
     if expected is None:
         assert out is None
     elif expected == "delete":
-        assert out == Delete("7")
+        assert out is DELETE
     elif expected == "stamped":
         assert isinstance(out, dict)
         assert out["spec"]["nodes"] == []
@@ -171,7 +172,7 @@ def test_expired_waits_the_offline_grace_for_shared_instances(
 ) -> None:
     annotations = {OFFLINE_SINCE: instances.timestamp(NOW - stamp_age)} if stamp_age is not None else None
     obj = _instance([], shared=shared, annotations=annotations)
-    assert (instances.expired(obj, NOW, 300.0, gone) is not None) is deleted
+    assert instances.expired(obj, NOW, 300.0, gone) is (DELETE if deleted else None)
 
 
 def test_expired_never_deletes_an_instance_someone_sees() -> None:

@@ -332,6 +332,7 @@ async def test_a_deleted_node_leaves_every_instance_and_its_slots_are_freed(
     }
     await settle(controller, until=lambda: _count(store, "Pod", 1))
     assert await names_of(store, "Pod") == ["node-a-akri-onvif-8120fe-pod"]
+    assert controller._deleted_nodes == set()  # once no Instance names node-b, nothing is kept about it
 
 
 async def test_a_node_not_ready_past_the_grace_is_cleaned_up(

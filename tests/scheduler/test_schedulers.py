@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from devplace.clocks import FakeClock
+from devplace.scheduler import schedulers
 from devplace.scheduler.decisions import NodeVerdict
 from devplace.scheduler.schedulers import Scheduler
 from devplace.store import MemoryStore, Store, open_store
@@ -219,6 +220,25 @@ async def gpu_cluster(store: Store, nodes: int, per_node: int) -> None:
         await create(store, node(f"node-{n}"))
         for i in range(per_node):
             await create(store, instance(f"gpus-{n}{i}", [f"node-{n}"]))
+
+
+async def test_a_queue_longer_than_the_burst_limit_is_decided_in_bursts_highest_priority_first(
+    store: MemoryStore, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(schedulers, "BURST_LIMIT", 3)
+    await gpu_cluster(store, 2, 2)  # 4 GPUs for 7 pods: the 4 of highest priority must get them
+    priorities = {"p0": 1, "p1": 5, "p2": 3, "p3": 9, "p4": 2, "p5": 7, "p6": 0}
+    for name, priority in priorities.items():
+        body = pod(name, {HIGH: 1})
+        body["spec"]["priority"] = priority
+        await create(store, body)
+    scheduler = await running(store, clock)
+    try:
+        assert scheduler.bursts == 3  # 3 + 3 + 1
+        placed = {name for name in priorities if bound(await get_pod(store, name))[0] is not None}
+        assert placed == {"p3", "p5", "p1", "p2"}
+    finally:
+        await scheduler.stop()
 
 
 async def test_a_burst_of_pods_is_decided_over_one_snapshot_and_never_double_books(

@@ -10,7 +10,7 @@ import pytest
 from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.store import DELETE, Store, cas
-from devplace.store.cas import BASE_DELAY, MAX_DELAY, backoff
+from devplace.store.cas import BASE_DELAY, MAX_DELAY, Delete, backoff
 
 
 def _cm(name: str, **data: str) -> dict[str, Any]:
@@ -188,3 +188,19 @@ def _instant() -> FakeClock:
             await asyncio.sleep(0)
 
     return Instant()
+
+
+async def test_a_delete_decided_on_a_stale_copy_is_decided_again_on_the_state_it_would_remove(store: Store) -> None:
+    stale = await store.create(_cm("offline", nodes=""))
+    fresh = await store.get("ConfigMap", "offline", "default")
+    await store.update({**fresh, "data": {"nodes": "node-b"}})  # a node sees the device again meanwhile
+    seen: list[str] = []
+
+    def expire(obj: dict[str, Any]) -> Delete | None:
+        seen.append(obj["data"]["nodes"])
+        return DELETE if not obj["data"]["nodes"] else None
+
+    written = await cas(store, "ConfigMap", "offline", "default", expire, first=stale)
+    assert seen == ["", "node-b"]
+    assert written.action == "unchanged"
+    assert (await store.get("ConfigMap", "offline", "default"))["data"] == {"nodes": "node-b"}

@@ -375,6 +375,32 @@ async def test_one_poller_serves_every_watch_and_stops_with_the_last(store: Sqli
     assert pollers() == 0
 
 
+async def test_a_poller_that_failed_is_started_again_for_the_next_watch(
+    store: SqliteStore, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failures = [errors.Unavailable("disk I/O error")]
+
+    def failing_once(self: SqliteStore, cur: Any) -> bool:
+        if failures:
+            raise failures.pop()
+        return original(self, cur)
+
+    original = SqliteStore._data_version_changed
+    monkeypatch.setattr(SqliteStore, "_data_version_changed", failing_once)
+    async with store.watch("Pod"):  # a watch whose consumer has not read yet: still registered after the failure
+        async with store.watch("ConfigMap") as stream:
+            with pytest.raises(errors.Unavailable, match="disk I/O error"):
+                await asyncio.wait_for(anext(stream), 10)  # the poller's failure ends the watch
+        other = SqliteStore(db)
+        try:
+            async with store.watch("ConfigMap") as stream:  # what an informer does next: watch again
+                theirs = await other.create(configmap("theirs"))  # another connection: only the poller sees it
+                (event,) = await asyncio.wait_for(take(stream, 1), 10)
+            assert event.object == theirs
+        finally:
+            await other.close()
+
+
 # -- several connections and processes ------------------------------------------------------------------------
 
 

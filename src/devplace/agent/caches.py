@@ -35,12 +35,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
-from devplace.agent import instances, properties, slots
+from devplace.agent import properties, slots
 from devplace.agent.instances import InstanceRecord
 from devplace.api import Configuration
 from devplace.clocks import SystemClock
-from devplace.store import DELETE, Informer, Store, cas
-from devplace.store.cas import Delete as StoreDelete
+from devplace.store import Informer, Store, Written, cas
+from devplace.store.cas import Decide as CasDecide
+from devplace.store.cas import Delete
 from devplace.supervisors import Supervisor
 
 __all__ = [
@@ -50,8 +51,7 @@ __all__ = [
 ]
 
 Key = tuple[str, str]
-Decide = Callable[[dict[str, Any]], dict[str, Any] | None]
-DecideDelete = Callable[[dict[str, Any]], dict[str, Any] | instances.Delete | None]
+Decide = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
 DecideUsage = Callable[[InstanceRecord], slots.Usage | None]
 Source = properties.Source
 _SOURCE_SECTIONS = ("data", "binaryData", "stringData")
@@ -300,19 +300,7 @@ class NodeCache:
             decided[:] = [(record, usage)]
             return None if usage is None else _with_usage(obj, usage)
 
-        try:
-            written = await cas(
-                self.store,
-                "Instance",
-                name,
-                namespace,
-                on,
-                first=None if cached is None else cached.obj,
-                clock=CONTENTION_CLOCK,
-            )
-        except errors.NotFound:
-            self.instances.forget(namespace, name)
-            raise
+        written = await self._cas_instance(namespace, name, on, cached)
         record, usage = decided[0]
         if written.action == "updated" and usage is not None:
             record = record.with_usage(written.object, usage)
@@ -321,30 +309,12 @@ class NodeCache:
 
     async def mutate_instance(self, namespace: str, name: str, decide: Decide) -> dict[str, Any] | None:
         """Apply `decide` to the Instance until a CAS lands (first on the cached copy); returns the stored object, or
-        None when the Instance is gone. `decide` must not change its argument; it returns a new object or None."""
-        return await self.remove_instance(namespace, name, decide)
-
-    async def remove_instance(self, namespace: str, name: str, decide: DecideDelete) -> dict[str, Any] | None:
-        """Like `mutate_instance`, but the decision may also delete (with the resourceVersion it decided on as
-        precondition). Returns the stored object (None when deleted or gone)."""
+        None when the Instance is deleted or gone. `decide` must not change its argument; it returns a new object,
+        `DELETE` (on the condition that the object is still the one it decided on), or None."""
         cached = self.instances.get(namespace, name)
-
-        def on(obj: dict[str, Any]) -> dict[str, Any] | StoreDelete | None:
-            outcome = decide(obj)
-            return DELETE if isinstance(outcome, instances.Delete) else outcome
-
         try:
-            written = await cas(
-                self.store,
-                "Instance",
-                name,
-                namespace,
-                on,
-                first=None if cached is None else cached.obj,
-                clock=CONTENTION_CLOCK,
-            )
+            written = await self._cas_instance(namespace, name, decide, cached)
         except errors.NotFound:
-            self.instances.forget(namespace, name)
             return None
         if written.action == "deleted":
             self.instances.record(written.object, deleted=True)
@@ -357,6 +327,25 @@ class NodeCache:
         elif cached is None or written.object is not cached.obj:
             self.instances.record(written.object)  # a fresh read: the cache catches up
         return written.object
+
+    async def _cas_instance(
+        self, namespace: str, name: str, decide: CasDecide, cached: InstanceRecord | None
+    ) -> Written:
+        """`store.cas` on an Instance, first on the cached copy; an Instance found gone is forgotten (and `NotFound`
+        raised)."""
+        try:
+            return await cas(
+                self.store,
+                "Instance",
+                name,
+                namespace,
+                decide,
+                first=None if cached is None else cached.obj,
+                clock=CONTENTION_CLOCK,
+            )
+        except errors.NotFound:
+            self.instances.forget(namespace, name)
+            raise
 
     async def create_instance(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create an Instance (`AlreadyExists` when someone else did) and cache it."""

@@ -27,10 +27,10 @@ from devplace import errors
 from devplace.agent import slots
 from devplace.api import Configuration, Instance
 from devplace.discovery.devices import Device
+from devplace.store.cas import DELETE, Delete
 
 __all__ = [
     "OFFLINE_SINCE",
-    "Delete",
     "InstanceRecord",
     "Plan",
     "expired",
@@ -192,22 +192,15 @@ def joined(obj: Mapping[str, Any], node: str) -> dict[str, Any] | None:
     return out
 
 
-@dataclass(frozen=True)
-class Delete:
-    """Delete the Instance, on the condition that it is still at `resource_version`."""
-
-    resource_version: str
-
-
 def left(obj: Mapping[str, Any], node: str, now: float, configuration_gone: bool) -> dict[str, Any] | Delete | None:
-    """`node` leaves: the updated object, a `Delete` when nobody sees a local device (or its Configuration is gone),
-    or None when `node` was not listed."""
+    """`node` leaves: the updated object, `DELETE` when nobody sees a local device (or its Configuration is gone),
+    or None when `node` was not listed. (`store.cas` deletes on the condition that `obj` is still current.)"""
     nodes = list(obj["spec"].get("nodes") or [])
     if node not in nodes:
         return None
     nodes.remove(node)
     if not nodes and (configuration_gone or not obj["spec"].get("shared", False)):
-        return Delete(str(obj["metadata"]["resourceVersion"]))
+        return DELETE
     out = copy.deepcopy(dict(obj))
     out["spec"]["nodes"] = nodes
     if not nodes:
@@ -232,12 +225,11 @@ def expired(obj: Mapping[str, Any], now: float, grace: float, configuration_gone
     """Delete an Instance no node sees: at once if local or orphaned, after `grace` from the stamp if shared."""
     if obj["spec"].get("nodes"):
         return None
-    rv = str(obj["metadata"]["resourceVersion"])
     if configuration_gone or not obj["spec"].get("shared", False):
-        return Delete(rv)
+        return DELETE
     since = _parse_timestamp((obj["metadata"].get("annotations") or {}).get(OFFLINE_SINCE, ""))
     if since is not None and now >= since + grace:
-        return Delete(rv)
+        return DELETE
     return None
 
 

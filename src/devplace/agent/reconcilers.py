@@ -219,13 +219,13 @@ class Reconciler:
         await self.cache.mutate_instance(namespace, name, lambda obj: instances.marked_offline(obj, now))
 
     async def _leave(self, namespace: str, name: str, now: float, configuration_gone: bool) -> None:
-        await self.cache.remove_instance(
+        await self.cache.mutate_instance(
             namespace, name, lambda obj: instances.left(obj, self.node, now, configuration_gone)
         )
 
     async def _expire(self, namespace: str, name: str, now: float, configuration_gone: bool) -> None:
         grace = self.offline_grace
-        await self.cache.remove_instance(
+        await self.cache.mutate_instance(
             namespace, name, lambda obj: instances.expired(obj, now, grace, configuration_gone)
         )
 

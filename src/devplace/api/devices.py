@@ -27,7 +27,7 @@ number of values (`Gt` with two, `Exists` with one: `...values`), a value an ord
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -300,10 +300,10 @@ class Instance(Resource):
     status: dict[str, Any] | None = None
 
 
-SELECTION_STRATEGIES = ("firstFit", "binpack", "spread", "optimal")
+SelectionStrategy = Literal["firstFit", "binpack", "spread", "optimal"]
 """`ResourceClass.spec.selectionStrategy`: how the scheduler picks devices of the class (DESIGN.md section 6)."""
 
-SelectionStrategy = Literal["firstFit", "binpack", "spread", "optimal"]
+SELECTION_STRATEGIES: tuple[SelectionStrategy, ...] = get_args(SelectionStrategy)
 
 
 class SelectorRequirement(Model):

@@ -22,9 +22,9 @@ from typing import Annotated
 import typer
 
 from devplace.api import names
+from devplace.api.devices import SELECTION_STRATEGIES as STRATEGIES
 from devplace.cli.resources import StoreOption, run, store_url
 from devplace.clocks import SystemClock
-from devplace.scheduler.classes import STRATEGIES
 
 __all__ = ["LogLevelOption", "configure_logging", "register", "serve"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -28,10 +28,10 @@ from devplace.api import registry
 from devplace.cli import output
 from devplace.cli.resources import NamespaceOption, StoreOption, run, store_url, with_store
 from devplace.clocks import SystemClock
-from devplace.scheduler.decisions import NodeVerdict
-from devplace.scheduler.nodes import availability_message
-from devplace.scheduler.schedulers import Scheduler
 from devplace.store import Store
+
+if TYPE_CHECKING:
+    from devplace.scheduler.decisions import NodeVerdict
 
 __all__ = [
     "Explanation",
@@ -60,6 +60,8 @@ class Explanation:
             return f"{fits}/{len(self.verdicts)} nodes are available."
         if not self.verdicts:
             return "0/0 nodes are available: no nodes."
+        from devplace.scheduler.nodes import availability_message
+
         return availability_message(len(self.verdicts), (v.reason or "" for v in self.verdicts))
 
     @property
@@ -81,6 +83,8 @@ class Explanation:
 
 async def explain_pod(store: Store, namespace: str, name: str) -> Explanation:
     """Read the snapshot the scheduler reads and evaluate the pod against every node (module docstring)."""
+    from devplace.scheduler.schedulers import Scheduler  # loaded when the command runs (CLI start-up stays light)
+
     scheduler = Scheduler(store, SystemClock())
     for informer in (scheduler.nodes, scheduler.instances, scheduler.configurations, scheduler.classes, scheduler.pods):
         await informer.list_once()

@@ -36,10 +36,8 @@ from devplace.api import manifests, registry
 from devplace.api.registry import KindInfo
 from devplace.cli import output
 from devplace.clocks import SystemClock
-from devplace.scheduler import admissions
 from devplace.store import Store, open_store
 from devplace.store.applies import Applied
-from devplace.store.applies import apply_object as apply_with
 
 __all__ = [
     "StoreOption",
@@ -201,6 +199,9 @@ def validate_document(raw: Any, namespace: str | None = None) -> dict[str, Any]:
 
 async def apply_object(store: Store, desired: Mapping[str, Any]) -> Applied:
     """Create or update one validated object, with the API server's admission rules (see the module doc)."""
+    from devplace.scheduler import admissions  # loaded when apply runs: `devplace get` need not import the scheduler
+    from devplace.store.applies import apply_object as apply_with
+
     return await apply_with(store, desired, admission=admissions.ADMISSION)
 
 

@@ -21,15 +21,13 @@ changed world makes the act report FAILED rather than narrate success. It delete
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
-from devplace import errors
 from devplace.agent.instances import instance_name
-from devplace.cli.tours import Tour
+from devplace.cli.tours import Tour, delete_all
 from devplace.scheduler.classes import ANNOTATION_PREFIX, RESOURCE_PREFIX
 from devplace.sim import Fleet, invariants
 from devplace.store import Store
@@ -500,9 +498,4 @@ async def _remove(store: Store) -> int:
     doomed += [("Configuration", name, NAMESPACE) for name in configurations]
     doomed += [("ResourceClass", name, "") for name, *_ in CLASSES]
     doomed += [("Node", node, "") for node in NODES]
-    removed = 0
-    for kind, name, namespace in doomed:
-        with contextlib.suppress(errors.NotFound):
-            await store.delete(kind, name, namespace)
-            removed += 1
-    return removed
+    return await delete_all(store, doomed)

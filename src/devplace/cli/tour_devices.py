@@ -18,15 +18,13 @@ persistent `--store` start from the same place.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from devplace import errors
 from devplace.agent.instances import instance_name
-from devplace.cli.tours import Tour
+from devplace.cli.tours import Tour, delete_all
 from devplace.sim import Fleet, invariants
 from devplace.store import Store
 
@@ -113,12 +111,7 @@ async def _remove(store: Store, configuration: str, nodes: Sequence[str]) -> int
             doomed.append(("Instance", inst["metadata"]["name"], NAMESPACE))
     doomed.append(("Configuration", configuration, NAMESPACE))
     doomed += [("Node", node, "") for node in nodes]
-    removed = 0
-    for kind, name, namespace in doomed:
-        with contextlib.suppress(errors.NotFound):
-            await store.delete(kind, name, namespace)
-            removed += 1
-    return removed
+    return await delete_all(store, doomed)
 
 
 # -- act 2: seed 000 -------------------------------------------------------------------------------------------------

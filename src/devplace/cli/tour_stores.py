@@ -11,7 +11,6 @@ next acts start from an empty cluster: the example Configurations would otherwis
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from devplace import errors
 from devplace.api import manifests, registry
 from devplace.cli import output
 from devplace.cli.resources import apply_object, read_sources, validate_document
-from devplace.cli.tours import Tour
+from devplace.cli.tours import Tour, delete_all
 from devplace.clocks import SystemClock
 from devplace.server.errors import http_status
 from devplace.store import Store
@@ -145,11 +144,7 @@ def _http(err: errors.DevplaceError) -> int:
 
 
 async def _remove(tour: Tour, store: Store, applied: list[dict[str, Any]]) -> None:
-    removed = 0
-    for obj in reversed(applied):
-        meta = obj["metadata"]
-        with contextlib.suppress(errors.NotFound):
-            await store.delete(obj["kind"], meta["name"], meta.get("namespace") or "")
-            removed += 1
+    doomed = [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace") or "") for o in reversed(applied)]
+    removed = await delete_all(store, doomed)
     if applied:
         tour.note(f"(cleanup: {removed} example objects deleted, so the next acts start from an empty cluster)")

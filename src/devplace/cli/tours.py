@@ -11,7 +11,8 @@ Two renderings of the same lines: with a terminal on stdout, rich colour, tables
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import typer
@@ -21,9 +22,11 @@ from rich.rule import Rule
 from rich.syntax import Syntax
 from rich.text import Text
 
+from devplace import errors
 from devplace.cli import output
+from devplace.store import DELETE, Store, cas
 
-__all__ = ["Tour"]
+__all__ = ["Tour", "delete_all"]
 
 
 @dataclass(frozen=True)
@@ -176,3 +179,14 @@ class Tour:
         else:
             self.echo("\n" + "\n".join(lines))
         return False
+
+
+async def delete_all(store: Store, doomed: Iterable[tuple[str, str, str]]) -> int:
+    """An act's cleanup: delete each (kind, name, namespace) that exists, each by CAS on the state read (something
+    that changed it meanwhile makes the delete decide again); returns how many were deleted."""
+    removed = 0
+    for kind, name, namespace in doomed:
+        with contextlib.suppress(errors.NotFound):
+            await cas(store, kind, name, namespace, lambda _: DELETE)
+            removed += 1
+    return removed

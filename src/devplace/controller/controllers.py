@@ -398,6 +398,10 @@ class Controller:
     async def _clean_nodes(self) -> None:
         now = self.clock.now()
         referenced = self._referenced_nodes()
+        # only nodes an Instance still names matter: forget the rest, so node churn does not grow these for ever
+        self._deleted_nodes.intersection_update(referenced)
+        for name in [n for n in self._noticed if n not in self._node_refs]:
+            del self._noticed[name]
         states = {name: state for (_, name), state in self.nodes.items()}
         for name in referenced:
             state = states.get(name)

@@ -497,9 +497,3 @@ class Catalog:
             await self._touch_parents(level, path)
         except errors.NotFound:
             pass  # the parent went right after this child did: nothing is left to keep consistent
-
-    async def write_status(self, dig: Obj, status: Obj) -> Obj:
-        """CAS the decision into a deployment intent group read earlier; `Conflict` if anything changed since."""
-        updated = copy.deepcopy(dig)
-        updated["status"] = status
-        return await self.store.update(updated)

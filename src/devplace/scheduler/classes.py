@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from devplace import errors
 from devplace.api import names
+from devplace.api.devices import SELECTION_STRATEGIES, SelectionStrategy
 from devplace.api.quantity import Quantity
 from devplace.api.selectors import DeviceSelector, Requirement
 from devplace.scheduler.devices import Device
@@ -61,8 +62,8 @@ RESOURCE_PREFIX = "rc.devplace.io/"
 ANNOTATION_PREFIX = "scheduler.alpha.kubernetes.io/resClass_"
 """Seed 003's binding annotation: `scheduler.alpha.kubernetes.io/resClass_<class>_<device>=<qty>`."""
 
-Strategy = Literal["firstFit", "binpack", "spread", "optimal"]
-STRATEGIES: tuple[Strategy, ...] = ("firstFit", "binpack", "spread", "optimal")
+Strategy = SelectionStrategy
+STRATEGIES = SELECTION_STRATEGIES
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,12 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
     )
 
 
+def pending_key(pod: PodInfo) -> tuple[int, datetime, str, str]:
+    """The order pending pods are decided in: priority descending, then oldest first (no timestamp last), then
+    namespace, then name."""
+    return (-pod.priority, pod.created or _NEVER, pod.namespace, pod.name)
+
+
 def pending_order(pods: Iterable[PodInfo]) -> list[PodInfo]:
-    """Priority descending, then oldest first (no timestamp last), then namespace, then name."""
-    return sorted(pods, key=lambda p: (-p.priority, p.created or _NEVER, p.namespace, p.name))
+    """`pods` in `pending_key` order."""
+    return sorted(pods, key=pending_key)

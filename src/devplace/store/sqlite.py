@@ -427,7 +427,7 @@ class SqliteStore:
 
     def _register(self, watcher: _SqliteWatch) -> None:
         self._watchers.add(watcher)
-        if self._poller is None:
+        if self._poller is None or self._poller.done():  # none yet, or the last one ended on an error
             self._poll_version = None  # the first read of a watcher (or the poller) takes it, before any watcher reads
             self._poller = asyncio.get_running_loop().create_task(self._poll(), name=f"sqlite poller {self._path}")
 
