@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 export PYTHONDONTWRITEBYTECODE := 1
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 
-.PHONY: demo test lint typecheck layers unit bench protos check-protos clean
+.PHONY: demo test lint typecheck layers unit bench protos check-protos clean etcd
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +29,12 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-unit: $(STAMP)
+# The etcd store backend's tests start Debian's etcd (etcd-server); install it when absent (we run as root).
+etcd:
+	@command -v etcd >/dev/null || $(APT_INSTALL) etcd-server >/dev/null 2>&1 \
+		|| { apt-get update -qq && $(APT_INSTALL) etcd-server >/dev/null; }
+
+unit: $(STAMP) etcd
 	$(PY) tools/run_pytest.py -q -p no:cacheprovider
 
 check-protos: $(STAMP)

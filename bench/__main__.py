@@ -19,7 +19,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCHES = ["store", "server", "allocate", "placement", "idle", "watch_cost", "scheduler", "controller"]
+BENCHES = [
+    "store",
+    "server",
+    "allocate",
+    "placement",
+    "idle",
+    "watch_cost",
+    "scheduler",
+    "controller",
+    "etcd",
+    "hostile",
+    "distributed",
+]
 RESULTS = Path(__file__).parent / "results"
 
 

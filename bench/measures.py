@@ -44,8 +44,14 @@ def instance(i: int) -> dict[str, Any]:
             "shared": True,
             "nodes": ["node-a", "node-b", "node-c"],
             "deviceUsage": {f"{name}-{slot}": "" for slot in range(4)},
-            "brokerProperties": {"DEVICE_PATH": f"/dev/dri/renderD{128 + i % 64}", "PCI": "0000:3b:00.0"},
-            "attributes": {"vendor": "acme", "model": "a100-80g", "driver": "535.104.05"},
+            "brokerProperties": {
+                "DEVICE_PATH": f"/dev/dri/renderD{128 + i % 64}",
+                "PCI": "0000:3b:00.0",
+                "VENDOR": "acme",
+                "MODEL": "a100-80g",
+                "DRIVER": "535.104.05",
+            },
+            "cdiName": f"devplace.io/gpus={i:06x}",
         },
         "status": {"writes": 0},
     }

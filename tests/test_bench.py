@@ -94,3 +94,34 @@ def test_the_controller_bench_deploys_every_broker_and_counts_the_writes_a_chang
     assert result["shell"]["change_writes"] == 2
     # the same change in the decision bench: its broker Pod and its Service deleted, the broker counts written
     assert result["change_unplug_local"]["writes"] == 3
+
+
+def test_the_hostile_bench_counts_what_it_sent_and_what_the_bomb_and_big_objects_got() -> None:
+    result = quick("hostile")
+    fuzz = result["fuzz"]
+    assert fuzz["requests"] == sum(fuzz["codes"].values()) > 0
+    assert fuzz["answers_5xx"] == sum(n for code, n in fuzz["codes"].items() if int(code) >= 500)
+    assert fuzz["loop_lag_ticks"] > 0
+    assert result["alias_bomb"]["code"] == 400  # refused before expansion
+    for backend in ("memory", "sqlite"):
+        memory = result["memory"][backend]
+        assert memory["update_codes"] == {"200": memory["updates"]}
+        assert memory["two_mb_object_code"] == 413  # over the store's 1.5 MiB object limit
+    assert "sqlite_growth_mib" in result["memory"]["sqlite"]
+
+
+def test_the_distributed_bench_allocates_through_both_stores_and_audits_every_claim_of_its_load() -> None:
+    result = quick("distributed")  # raises when its audit saw a slot held twice, or a granted claim it did not see
+    allocate = result["allocate"]
+    for store in ("etcd", "sqlite"):
+        assert allocate[store]["allocate"]["n"] == allocate[store]["remote_update"]["n"] > 0
+    etcd, sqlite = allocate["etcd"]["allocate"], allocate["sqlite"]["allocate"]
+    assert result["ratios"]["allocate_etcd_over_sqlite_p50"] == round(etcd["p50_us"] / sqlite["p50_us"], 2)
+    assert result["cas"]["etcd"]["cas_update"]["n"] == result["cas"]["etcd"]["bare_txn"]["n"] > 0
+    load = result["load"]
+    assert load["double_holds"] == 0
+    assert 0 < load["claims_granted"] <= load["instance_states_audited"]  # each claim is a state the audit saw
+    nodes = load["nodes"]
+    assert load["processes"] == {"server": 1, "controller": 1, "scheduler": 1, "kubelet-sim": nodes, "agent": nodes}
+    assert set(load["rss_mib"]) == set(load["processes"])
+    assert all(0 < figures["mean"] <= figures["max"] for figures in load["rss_mib"].values())

@@ -1,6 +1,8 @@
+import grpc
 import pytest
 
 from devplace import errors
+from devplace.deviceplugin.errors import grpc_code
 from devplace.server.errors import http_status, status_body
 
 
@@ -21,6 +23,7 @@ def test_invalid_is_a_value_error_and_names_the_field() -> None:
         (errors.AlreadyExists("x"), 409, 409),
         (errors.Conflict("x"), 409, 409),
         (errors.Gone("x"), 410, 410),
+        (errors.ResourceVersionTooLarge("x"), 504, 504),
         (errors.Refused("x"), 409, 409),
         (errors.Forbidden("x"), 403, 403),
         (errors.Unavailable("x"), 503, 503),
@@ -50,3 +53,26 @@ def test_emco_dialect_prefixes_invalid_input() -> None:
     body = status_body(errors.Invalid.field("spec.weight", "must be 1..10"), "emco")
     assert body["code"] == 400
     assert body["message"] == "Invalid Input: spec.weight: must be 1..10"
+
+
+def test_a_too_large_resource_version_is_answered_as_kubernetes_does() -> None:
+    err = errors.ResourceVersionTooLarge.at(100_000, 6)
+    assert isinstance(err, errors.Gone)  # a client relists, as for an expired revision
+    assert status_body(err) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Timeout: Too large resource version: 100000, current: 6",
+        "reason": "Timeout",
+        "details": {
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        },
+        "code": 504,
+    }
+
+
+def test_a_too_large_resource_version_crosses_grpc_as_out_of_range_like_gone() -> None:
+    assert grpc_code(errors.ResourceVersionTooLarge.at(7, 6)) == grpc.StatusCode.OUT_OF_RANGE
+    assert grpc_code(errors.TooLarge("x")) == grpc.StatusCode.INVALID_ARGUMENT

@@ -24,6 +24,7 @@ PROTOS = (
     "devplace/deviceplugin/v1beta1/api.proto",
     "devplace/deviceplugin/podresources/v1/api.proto",
     "devplace/discovery/v0/discovery.proto",
+    "devplace/store/etcdserverpb/rpc.proto",
 )
 SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
 

@@ -6,11 +6,15 @@ DevplaceError
  |    +-- TooLarge     the input is over a size limit (HTTP 413)
  +-- NotFound         the object (or a parent of it) does not exist (404, NOT_FOUND)
  +-- AlreadyExists    an object of that name exists (409, ALREADY_EXISTS)
- +-- Conflict         stale resourceVersion: somebody wrote first (409, ABORTED)
- +-- Gone             watch revision compacted; relist and watch again (410, OUT_OF_RANGE)
+ +-- Conflict         stale resourceVersion: somebody wrote first; or an apply that would change fields other
+ |                    managers own, listed in `fields` (409, ABORTED)
+ +-- Gone             watch revision compacted, or beyond the store's; relist and watch again (410, OUT_OF_RANGE)
+ |    +-- ResourceVersionTooLarge  a list at a revision the store has not reached, e.g. a store that was reset
+ |                                 (504 Timeout with a ResourceVersionTooLarge cause, as Kubernetes; OUT_OF_RANGE)
  +-- Refused          a rule said no, e.g. a slot held elsewhere, a parent with children (409, FAILED_PRECONDITION)
  +-- Forbidden        not allowed, e.g. a node writing another node's slot (403, PERMISSION_DENIED)
  +-- Unavailable      a backend or peer did not answer (503, UNAVAILABLE)
+ +-- UnsupportedMediaType  a body in a format the route does not read, e.g. an unknown patch type (415)
 
 `Invalid` is also a `ValueError`, so parsers (quantities, selectors) behave like Python expects.
 The HTTP mapping lives in `devplace.server.errors` and the gRPC one in `devplace.deviceplugin.errors`;
@@ -33,8 +37,10 @@ __all__ = [
     "Malformed",
     "NotFound",
     "Refused",
+    "ResourceVersionTooLarge",
     "TooLarge",
     "Unavailable",
+    "UnsupportedMediaType",
 ]
 
 
@@ -92,11 +98,29 @@ class AlreadyExists(DevplaceError):
 
 
 class Conflict(DevplaceError):
+    """`fields` (optional) names each field in conflict and with whom (server-side apply's field manager conflicts)."""
+
     reason = "Conflict"
+
+    def __init__(self, message: str, fields: Sequence[FieldError] = ()) -> None:
+        super().__init__(message)
+        self.fields: tuple[FieldError, ...] = tuple(fields)
 
 
 class Gone(DevplaceError):
     reason = "Expired"
+
+
+class ResourceVersionTooLarge(Gone):
+    """A read at a revision beyond the store's current one. Kubernetes answers a list so with 504 `Timeout` (its
+    watch cache did not catch up in time); client-go then relists from scratch, as for `Gone`, hence the base class.
+    A watch from such a revision raises plain `Gone` (410), as Kubernetes does."""
+
+    reason = "Timeout"
+
+    @classmethod
+    def at(cls, requested: int, current: int) -> ResourceVersionTooLarge:
+        return cls(f"Too large resource version: {requested}, current: {current}")
 
 
 class Refused(DevplaceError):
@@ -109,3 +133,7 @@ class Forbidden(DevplaceError):
 
 class Unavailable(DevplaceError):
     reason = "ServiceUnavailable"
+
+
+class UnsupportedMediaType(DevplaceError):
+    reason = "UnsupportedMediaType"

@@ -195,8 +195,9 @@ class Nodes:
         if kubelet and node not in self.kubelets:
             self.kubelets[node] = MiniKubelet(kubelet_dir)
             await self.kubelets[node].start()
+        config.setdefault("resource_prefix", PREFIX)
         agent = Agent(
-            AgentConfig(node=node, kubelet_dir=kubelet_dir, resource_prefix=PREFIX, **config),
+            AgentConfig(node=node, kubelet_dir=kubelet_dir, **config),
             self.store,
             builtin_registry(node, world=self.world),
             self.clock,

@@ -12,6 +12,7 @@ import grpc
 import grpc.aio
 import pytest
 
+from devplace import errors
 from devplace.agent import instances
 from devplace.agent.instances import OFFLINE_SINCE
 from devplace.discovery import Device, HandlerRegistry
@@ -579,6 +580,101 @@ async def test_kubelet_restart_makes_every_plugin_register_again_and_keeps_held_
     await client.close()
 
 
+# -- a store that does not answer at start ------------------------------------------------------------------
+
+
+class FlakyStore:
+    """A store whose first `failures` lists raise `Unavailable`, as a remote store's API server not up yet."""
+
+    def __init__(self, inner: Store, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    async def list(self, *args: Any, **kwargs: Any) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise errors.Unavailable("the API server at http://127.0.0.1:1 did not answer")
+        return await self.inner.list(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_an_agent_whose_store_does_not_answer_retries_with_backoff_on_its_clock(
+    nodes: Nodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration())
+    nodes.store = FlakyStore(nodes.store, failures=3)  # type: ignore[assignment]
+    with caplog.at_level("WARNING", logger="devplace.agent.agents"):
+        starting = asyncio.create_task(nodes.add("node-a"))
+        for pause in (0.05, 0.1, 0.2):  # the supervisor's backoff, doubling, on the injected clock
+            await eventually(lambda: nodes.clock.pending_sleepers == 1, "the agent waiting to try again")
+            assert not starting.done()
+            await nodes.clock.advance(pause)
+        await starting
+    retries = [r.message for r in caplog.records if "the store is unavailable" in r.message]
+    assert [m.rpartition(" ")[2] for m in retries] == ["0.05s", "0.10s", "0.20s"]
+    await nodes.settle()
+    assert [i["spec"]["nodes"] for i in await instance_list(nodes.store)] == [["node-a"]]
+
+
+# -- an Instance whose slots break the rules (written into the store past the API server) -----------------------
+
+
+async def test_a_corrupted_instance_keeps_its_plugin_and_each_node_repairs_only_its_own_slots(
+    nodes: Nodes, caplog: pytest.LogCaptureFixture
+) -> None:
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("cam-1", ["node-a", "node-b"])
+    await nodes.store.create(configuration(capacity=4))
+    await nodes.settle()
+    name = name_of("cam-1")
+    resource = f"{PREFIX}/{name}"
+    ka = nodes.kubelets["node-a"]
+    await eventually(lambda: ka.registered(resource), "IL registration")
+    socket = ka.plugin_dir / ka.endpoints[resource]
+    registrations = len(ka.registrations)
+    stored = await only_instance(nodes.store)
+    stored["spec"]["capacity"] = 1
+    stored["spec"]["nodes"] = ["node-b"]
+    stored["spec"]["deviceUsage"] = {
+        f"{name}-0": "C::node-a",  # malformed, names node-a
+        f"{name}-1": "node-b",  # a valid hold of node-b's
+        f"{name}-2": "C:::",  # malformed, names nobody
+        f"{name}-5": "",  # free beyond capacity; slot 3 is missing
+        "bogus": "node-zzz",  # not a slot name
+    }
+    with caplog.at_level("WARNING", logger="devplace.agent.agents"):
+        await nodes.store.update(stored)  # the memory store, like SQLite, does not check; the API server would
+        await nodes.settle()
+    assert socket.exists()
+    assert len(ka.registrations) == registrations  # served throughout, never stopped and registered again
+    repaired = await only_instance(nodes.store)
+    assert sorted(repaired["spec"]["nodes"]) == ["node-a", "node-b"]
+    assert repaired["spec"]["capacity"] == 4
+    assert repaired["spec"]["deviceUsage"] == {
+        f"{name}-0": "node-a",  # its own: an IL hold now, released by the grace unless the kubelet lists it
+        f"{name}-1": "node-b",
+        f"{name}-2": "C:::",  # nobody's to repair: left alone, inert
+        f"{name}-3": "",
+        "bogus": "node-zzz",
+    }
+    assert any(
+        f"spec.deviceUsage.{name}-2" in r.message and "breaks the slot rules" in r.message for r in caplog.records
+    )
+    client = ka.client(resource)
+    await client.watch()
+    assert client.latest == {f"{name}-{i}": h for i, h in enumerate(["Healthy", "Unhealthy", "Unhealthy", "Healthy"])}
+    await client.allocate([f"{name}-3"])  # the valid free slot still serves
+    assert (await only_instance(nodes.store))["spec"]["deviceUsage"][f"{name}-3"] == "node-a"
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await client.allocate([f"{name}-2"])
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    await client.close()
+
+
 # -- release ------------------------------------------------------------------------------------------------
 
 
@@ -856,3 +952,68 @@ async def test_a_senior_configuration_whose_devices_appear_takes_the_name_from_a
     # b/cams serves nothing, not even foo1, which a/cams does not have
     assert sorted(p.name for p in kubelet.plugin_dir.glob("dp-*.sock")) == ["dp-cl-a_cams.sock", f"dp-il-a_{foo0}.sock"]
     assert [c["message"] for c in conflicts(await nodes.store.get("Configuration", "cams", "b"))] == [CAMS_TAKEN]
+
+
+# -- Akri compatibility: resource names, properties that change under one id ---------------------------------
+
+
+async def test_without_an_override_each_configuration_names_its_resources_after_its_api_group(nodes: Nodes) -> None:
+    """akri.sh/v0 -> akri.sh/<name>, devplace.io/v1alpha1 -> devplace.io/<name>: the rule the controller and the
+    scheduler follow too (`api.devices.resource_name`), so a broker asks for what the kubelet was told about."""
+    await nodes.add("node-a", resource_prefix=None)
+    nodes.world.plug("cam-1", ["node-a"])
+    akri = {**configuration("akri-cams"), "apiVersion": "akri.sh/v0"}
+    await nodes.store.create(akri)
+    await nodes.store.create(configuration("cams"))
+    await nodes.settle()
+    kubelet = nodes.kubelets["node-a"]
+    akri_instance = name_of("cam-1", cfg="akri-cams")
+    wanted = {
+        f"akri.sh/{akri_instance}",
+        "akri.sh/akri-cams",
+        f"devplace.io/{name_of('cam-1')}",
+        "devplace.io/cams",
+    }
+    await eventually(lambda: wanted <= set(kubelet.endpoints), "every plugin registered")
+    assert set(kubelet.endpoints) == wanted
+    stored = await nodes.store.get("Instance", akri_instance, "default")
+    assert stored["spec"]["cdiName"] == f"akri.sh/akri-cams={akri_instance.rpartition('-')[2]}"
+    client = kubelet.client(f"akri.sh/{akri_instance}")
+    await client.allocate([f"{akri_instance}-0"])
+    await client.close()
+    kubelet.pods[("default", "broker")] = [(f"akri.sh/{akri_instance}", [f"{akri_instance}-0"])]
+    await nodes.store.create(pod("broker", "node-a"))
+    await nodes.settle()
+    await nodes.store.delete("Pod", "broker", "default")
+    await nodes.settle()
+    released = await nodes.store.get("Instance", akri_instance, "default")
+    assert released["spec"]["deviceUsage"][f"{akri_instance}-0"] == ""  # the release found it under akri.sh/
+
+
+async def test_a_property_changed_under_the_same_device_id_reaches_the_next_allocate(nodes: Nodes) -> None:
+    """A camera's IP changes (same device id): the Instance's brokerProperties are rewritten by CAS, and the next
+    Allocate (even a re-offer of a held slot) hands the container the new value, plain and digest-suffixed."""
+    await nodes.add("node-a")
+    await nodes.add("node-b")
+    nodes.world.plug("cam-1", ["node-a", "node-b"], {"ONVIF_DEVICE_IP_ADDRESS": "10.0.0.21"})
+    await nodes.store.create(configuration(capacity=2, broker_properties={"RESOLUTION": "1080p"}))
+    await nodes.settle()
+    name = name_of("cam-1")
+    digest = name.rpartition("-")[2].upper()
+    kubelet = nodes.kubelets["node-b"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/{name}"), "IL registration")
+    client = kubelet.client(f"{PREFIX}/{name}")
+    before = (await client.allocate([f"{name}-0"])).container_responses[0].envs
+    assert before["ONVIF_DEVICE_IP_ADDRESS"] == before[f"ONVIF_DEVICE_IP_ADDRESS_{digest}"] == "10.0.0.21"
+    version = (await nodes.store.get("Instance", name, "default"))["metadata"]["resourceVersion"]
+
+    nodes.world.plug("cam-1", ["node-a", "node-b"], {"ONVIF_DEVICE_IP_ADDRESS": "10.0.0.22"})
+    await nodes.settle()
+    stored = await nodes.store.get("Instance", name, "default")
+    assert stored["spec"]["brokerProperties"] == {"ONVIF_DEVICE_IP_ADDRESS": "10.0.0.22", "RESOLUTION": "1080p"}
+    assert int(stored["metadata"]["resourceVersion"]) > int(version)
+    assert stored["spec"]["deviceUsage"][f"{name}-0"] == "node-b"  # the held slot is untouched
+    after = (await client.allocate([f"{name}-0"])).container_responses[0].envs
+    assert after["ONVIF_DEVICE_IP_ADDRESS"] == after[f"ONVIF_DEVICE_IP_ADDRESS_{digest}"] == "10.0.0.22"
+    assert after["RESOLUTION"] == "1080p"
+    await client.close()

@@ -1,4 +1,5 @@
-"""The agent's informers and CAS writes: filtered by the store, bad objects absent, a stale cache never final."""
+"""The agent's informers and CAS writes: filtered by the store, misshapen objects absent (an Instance whose slots break
+the rules is kept), a stale cache never final."""
 
 from __future__ import annotations
 
@@ -44,20 +45,35 @@ def cache_of(store: Any, supervisor: Supervisor) -> NodeCache:
     return NodeCache(store, "node-a", supervisor)
 
 
-def test_an_invalid_instance_is_absent_and_reported_once(
+def test_an_instance_of_the_wrong_shape_is_absent_and_reported_once(
     memory_store: MemoryStore, supervisor: Supervisor, caplog: pytest.LogCaptureFixture
 ) -> None:
     cache = cache_of(memory_store, supervisor)
     cache.instances.apply_event("ADDED", instance(rv=5))
     with caplog.at_level(logging.WARNING, logger="devplace.store.informers"):
         for rv in (6, 7, 8):
-            cache.instances.apply_event("MODIFIED", instance(rv=rv, holder="C:broken"))
+            bad = instance(rv=rv)
+            bad["spec"]["capacity"] = "many"
+            cache.instances.apply_event("MODIFIED", bad)
     assert cache.instance("default", "cams-8120fe") is None
     assert cache.instances_of("default", "cams") == []
     assert len([r for r in caplog.records if "ignoring Instance" in r.message]) == 1
-    assert "spec.deviceUsage.cams-8120fe-0" in caplog.records[0].message
+    assert "spec.capacity" in caplog.records[0].message
     cache.instances.apply_event("MODIFIED", instance(rv=9, holder="node-a"))
     assert cache.instance("default", "cams-8120fe") is not None
+
+
+def test_an_instance_whose_slots_break_the_rules_is_kept_with_the_bad_holder_unknown(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    cache = cache_of(memory_store, supervisor)
+    cache.instances.apply_event("ADDED", instance(rv=5))
+    cache.instances.apply_event("MODIFIED", instance(rv=6, holder="C:broken"))
+    record = cache.instance("default", "cams-8120fe")
+    assert record is not None
+    assert record.usage.holders == {"cams-8120fe-0": slots.Unknown("C:broken")}
+    assert record.usage.unreadable == ("cams-8120fe-0",)
+    assert [r.name for r in cache.instances_of("default", "cams")] == ["cams-8120fe"]
 
 
 def test_instances_are_indexed_by_configuration_and_by_the_nodes_they_list(

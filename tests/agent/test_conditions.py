@@ -74,3 +74,49 @@ def test_each_condition_type_is_its_own_entry_so_two_writers_never_overwrite_eac
     cleared = conditions.with_condition(both, "node-a", None, T1, conditions.RESOURCE_NAME_CONFLICT)
     assert cleared is not None
     assert [c["type"] for c in cleared["status"]["conditions"]] == ["DiscoveryFailed"]
+
+
+# -- the one condition on the agent's Node: DevplaceKubeletMissing ---------------------------------------------------
+
+MISSING = Failure(conditions.KUBELET_SOCKET_MISSING, "/var/lib/kubelet/device-plugins/kubelet.sock does not exist")
+READY = {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": T0}
+
+
+def node(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-a", "resourceVersion": "3"},
+        "status": {"capacity": {"cpu": "8"}, "conditions": list(entries)},
+    }
+
+
+def test_a_missing_kubelet_adds_one_node_condition_and_keeps_everything_else() -> None:
+    out = conditions.with_node_condition(node(READY), conditions.KUBELET_MISSING, MISSING, T0)
+    assert out is not None
+    assert out["status"] == {
+        "capacity": {"cpu": "8"},
+        "conditions": [
+            READY,
+            {
+                "type": "DevplaceKubeletMissing",
+                "status": "True",
+                "reason": "KubeletSocketMissing",
+                "message": MISSING.message,
+                "lastHeartbeatTime": T0,
+                "lastTransitionTime": T0,
+            },
+        ],
+    }
+    assert conditions.with_node_condition(out, conditions.KUBELET_MISSING, MISSING, T1) is None  # already says so
+    cleared = conditions.with_node_condition(out, conditions.KUBELET_MISSING, None, T1)
+    assert cleared == node(READY)
+    assert conditions.with_node_condition(node(READY), conditions.KUBELET_MISSING, None, T1) is None
+
+
+def test_the_node_condition_tolerates_a_node_without_status() -> None:
+    bare = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}}
+    out = conditions.with_node_condition(bare, conditions.KUBELET_MISSING, MISSING, T0)
+    assert out is not None
+    assert [c["type"] for c in out["status"]["conditions"]] == ["DevplaceKubeletMissing"]
+    assert conditions.with_node_condition(bare, conditions.KUBELET_MISSING, None, T0) is None

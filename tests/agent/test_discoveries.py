@@ -61,16 +61,16 @@ async def test_a_restart_ends_the_external_handlers_old_stream_before_the_new_on
 async def test_a_crashed_handlers_loop_is_logged_and_restarted(
     nodes: Nodes, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    changed = HandlerRegistry.changed
+    current = HandlerRegistry.current
     crashes: list[int] = []
 
-    async def crashing_once(self: HandlerRegistry) -> None:
+    def crashing_once(self: HandlerRegistry) -> asyncio.Event:
         if not crashes:
             crashes.append(1)
             raise RuntimeError("a bug in the handlers loop")
-        await changed(self)
+        return current(self)
 
-    monkeypatch.setattr(HandlerRegistry, "changed", crashing_once)
+    monkeypatch.setattr(HandlerRegistry, "current", crashing_once)
     with caplog.at_level(logging.ERROR, logger="devplace.supervisors"):
         agent = await nodes.add("node-a")
         await eventually(lambda: agent.supervisor.restarts.get("handlers") == 1, "the handlers loop restarted")
@@ -94,3 +94,38 @@ class _Late:
 
         yield [Device("late-1", {})]
         await asyncio.Event().wait()
+
+
+async def test_handlers_registering_one_name_at_two_endpoints_are_merged_and_one_leaving_takes_only_its_devices(
+    nodes: Nodes,
+) -> None:
+    """Akri's `name@endpoint`: a Configuration gets the devices of every handler of its name; a device both report
+    is one Instance; when one handler goes, only the devices no other handler reports go with it."""
+    registration = nodes.root / "reg.sock"
+    await nodes.add("node-a", registration_socket=registration)
+    await nodes.store.create(configuration(handler="echo"))
+    first = EchoServer("echo", nodes.root / "a", registration, ["a-1", "both"], shared=True)
+    second = EchoServer("echo", nodes.root / "b", registration, ["b-1", "both"], shared=True)
+    stops = [asyncio.Event(), asyncio.Event()]
+    runs = [asyncio.create_task(s.run(stop)) for s, stop in zip((first, second), stops, strict=True)]
+    agent = nodes.agents["node-a"]
+
+    def seen() -> dict[str, list[str]]:
+        return {r.broker_properties["ECHO_DEVICE"]: list(r.nodes) for r in agent.cache.instances.values()}
+
+    try:
+        await eventually(lambda: len(seen()) == 3, "Instances from both handlers", timeout=30)
+        await nodes.settle()
+        assert sorted(agent.handlers.endpoints("echo")) == [f"echo@{first.socket_path}", f"echo@{second.socket_path}"]
+        assert seen() == {"a-1": ["node-a"], "b-1": ["node-a"], "both": ["node-a"]}
+        stops[1].set()
+        await runs[1]
+        await eventually(lambda: seen()["b-1"] == [], "the second handler's own device leaving", timeout=30)
+        await nodes.settle()
+        assert seen() == {"a-1": ["node-a"], "b-1": [], "both": ["node-a"]}  # b-1 only waits its offline grace
+        cfg = await nodes.store.get("Configuration", "cams", "default")
+        assert "conditions" not in (cfg.get("status") or {})  # one handler still streams: nothing failed
+    finally:
+        for stop in stops:
+            stop.set()
+        await asyncio.gather(*runs)

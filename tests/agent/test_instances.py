@@ -13,9 +13,10 @@ from devplace import errors
 from devplace.agent import instances, slots
 from devplace.agent.instances import OFFLINE_SINCE, InstanceRecord
 from devplace.agent.slots import IL
-from devplace.api import Configuration
+from devplace.api import Configuration, devices
 from devplace.discovery import Device, DeviceSpec, Mount
 from devplace.store import DELETE
+from tests.crds import FIXTURES, crd_problems, load_crd
 
 NOW = 1_767_225_600.0
 IL_A = IL("node-a")
@@ -84,6 +85,7 @@ def test_new_instance_carries_slots_properties_and_owner() -> None:
     ]
     assert obj["spec"] == {
         "configurationName": "akri-onvif",
+        "cdiName": f"akri.sh/akri-onvif={name.rpartition('-')[2]}",
         "capacity": 2,
         "shared": True,
         "nodes": ["node-a"],
@@ -92,15 +94,110 @@ def test_new_instance_carries_slots_properties_and_owner() -> None:
     }
 
 
-# The fields of Akri's Instance CRD (spec): an akri.sh/v0 Instance the agent writes must stay valid against it.
-AKRI_INSTANCE_SPEC = {"configurationName", "capacity", "shared", "nodes", "deviceUsage", "brokerProperties", "cdiName"}
+AKRI_INSTANCE_CRD = load_crd(FIXTURES / "akri-instance-crd.yaml")
 
 
-def test_instances_carry_only_fields_of_akris_instance_crd_for_shared_and_local_devices() -> None:
+def test_new_instances_validate_against_akris_instance_crd_for_shared_and_local_devices() -> None:
     for device in (CAM, USB):
         obj = instances.new_instance(configuration(), device, "node-a")
-        assert set(obj["spec"]) <= AKRI_INSTANCE_SPEC
+        assert crd_problems(obj, AKRI_INSTANCE_CRD) == []
     assert instances.new_instance(configuration(), USB, "node-a")["spec"]["shared"] is False
+
+
+def test_every_write_of_the_lifecycle_stays_valid_against_akris_instance_crd() -> None:
+    obj = stored(instances.new_instance(configuration(), CAM, "node-a"))
+    joined = instances.joined({**obj, "spec": {**obj["spec"], "nodes": ["node-b"]}}, "node-a")
+    left = instances.left(obj, "node-a", NOW, configuration_gone=False)  # shared: stays, stamped offline
+    synced = instances.synced(obj, "node-a", 3, {"RESOLUTION": "1080p"}, {"ONVIF_DEVICE_UUID": "uuid-1"})
+    for written in (joined, left, synced):
+        assert isinstance(written, dict)
+        assert crd_problems(written, AKRI_INSTANCE_CRD) == []
+
+
+def test_the_crd_check_catches_what_akris_crd_refuses() -> None:
+    """The check can fail: devplace's old extra `spec.attributes` and a missing `cdiName` are both refused."""
+    obj = instances.new_instance(configuration(), CAM, "node-a")
+    del obj["spec"]["cdiName"]
+    obj["spec"]["attributes"] = {}
+    assert crd_problems(obj, AKRI_INSTANCE_CRD) == ["spec.cdiName: required", "spec.attributes: unknown field"]
+
+
+@pytest.mark.parametrize(
+    ("device_id", "node", "shared", "digest"),
+    [  # Akri's own unit-test vectors (agent/src/discovery_handler_manager/discovery_handler_registry.rs)
+        ("my_local_device", "my_node", False, "e77db4"),
+        ("my_local_device", "my_other_node", False, "099763"),
+        ("my_shared_device", "my_node", True, "4294ea"),
+    ],
+)
+def test_instance_names_and_cdi_names_match_akris_for_the_same_device(
+    device_id: str, node: str, shared: bool, digest: str
+) -> None:
+    assert instances.instance_name("my_config", device_id, node, shared) == f"my_config-{digest}"
+    assert devices.cdi_name("akri.sh/v0", "my_config", digest) == f"akri.sh/my_config={digest}"
+
+
+def test_the_cdi_name_follows_the_configurations_group() -> None:
+    akri = instances.new_instance(configuration(), CAM, "node-a")
+    ours = instances.new_instance({**configuration(), "apiVersion": "devplace.io/v1alpha1"}, CAM, "node-a")
+    digest = akri["metadata"]["name"].rpartition("-")[2]
+    assert akri["spec"]["cdiName"] == f"akri.sh/akri-onvif={digest}"
+    assert ours["spec"]["cdiName"] == f"devplace.io/akri-onvif={digest}"
+
+
+def test_sync_gives_an_instance_written_without_a_cdi_name_its_cdi_name() -> None:
+    obj = stored(instances.new_instance(configuration(), CAM, "node-a"))
+    del obj["spec"]["cdiName"]
+    p = instances.plan("node-a", cfg_model(), [CAM], [record(obj)], NOW, 300.0)
+    assert p.sync == [obj["metadata"]["name"]]
+    out = instances.synced(obj, "node-a", 2, {})
+    assert out is not None
+    assert out["spec"]["cdiName"] == instances.expected_cdi_name(obj)
+    assert instances.synced(out, "node-a", 2, {}) is None
+
+
+MOVED = Device("uuid-1", {"ONVIF_DEVICE_UUID": "uuid-1", "ONVIF_DEVICE_IP_ADDRESS": "10.0.0.22"}, shared=True)
+
+
+def test_properties_changed_under_the_same_id_are_synced_into_broker_properties() -> None:
+    """A camera's IP changed (same device id): the Instance's brokerProperties become the new ones, the
+    Configuration's still over them, and a property the device no longer reports goes."""
+    obj = stored(instances.new_instance(configuration(broker_properties={"RESOLUTION": "720p"}), CAM, "node-a"))
+    name = obj["metadata"]["name"]
+    cfg = Configuration.from_obj(configuration(broker_properties={"RESOLUTION": "720p"}))
+    assert instances.plan("node-a", cfg, [CAM], [record(obj)], NOW, 300.0).empty
+    p = instances.plan("node-a", cfg, [MOVED], [record(obj)], NOW, 300.0)
+    assert p.sync == [name]
+    assert p.device_properties == {name: MOVED.properties}
+    out = instances.synced(obj, "node-a", 2, {"RESOLUTION": "720p"}, p.device_properties[name])
+    assert out is not None
+    assert out["spec"]["brokerProperties"] == {
+        "ONVIF_DEVICE_UUID": "uuid-1",
+        "ONVIF_DEVICE_IP_ADDRESS": "10.0.0.22",
+        "RESOLUTION": "720p",
+    }
+    assert out["spec"]["deviceUsage"] == obj["spec"]["deviceUsage"]
+    assert instances.plan("node-a", cfg, [MOVED], [record(stored(out))], NOW, 300.0).empty
+
+
+def test_a_local_devices_renumbered_devnode_is_synced_by_its_node() -> None:
+    obj = stored(instances.new_instance(configuration(), USB, "node-a"))
+    renumbered = Device("/sys/usb1", {"UDEV_DEVNODE": "/dev/video1"}, shared=False)
+    p = instances.plan("node-a", cfg_model(), [renumbered], [record(obj)], NOW, 300.0)
+    assert p.device_properties == {obj["metadata"]["name"]: {"UDEV_DEVNODE": "/dev/video1"}}
+
+
+@pytest.mark.parametrize(("nodes", "writer"), [(["node-a", "node-b"], "node-a"), (["node-b", "node-a"], "node-b")])
+def test_only_the_first_node_of_a_shared_instance_writes_its_device_properties(nodes: list[str], writer: str) -> None:
+    """Two nodes that see a shared device differently never take turns rewriting it: the first listed writes."""
+    obj = stored(instances.new_instance(configuration(), CAM, "node-a"))
+    obj["spec"]["nodes"] = nodes
+    for node in ("node-a", "node-b"):
+        p = instances.plan(node, cfg_model(), [MOVED], [record(obj)], NOW, 300.0)
+        assert bool(p.sync) is (node == writer)
+        assert instances.writes_properties(True, nodes, node) is (node == writer)
+        out = instances.synced(obj, node, 2, {}, MOVED.properties)
+        assert (out is not None) is (node == writer)
 
 
 def _instance(nodes: list[str], shared: bool = True, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -183,15 +280,40 @@ def test_synced_resizes_without_touching_held_slots_and_carries_broker_propertie
     obj = _instance(["node-a"])
     name = obj["metadata"]["name"]
     obj["spec"]["deviceUsage"] = {f"{name}-0": "", f"{name}-1": "node-b"}
-    out = instances.synced(obj, 1, {"RESOLUTION": "1080p"})
+    out = instances.synced(obj, "node-a", 1, {"RESOLUTION": "1080p"})
     assert out is not None
     assert out["spec"]["capacity"] == 1
     assert out["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": "node-b"}
     assert out["spec"]["brokerProperties"]["RESOLUTION"] == "1080p"
-    grown = instances.synced(obj, 4, {})
+    grown = instances.synced(obj, "node-a", 4, {})
     assert grown is not None
     assert grown["spec"]["deviceUsage"] == {f"{name}-{i}": ("node-b" if i == 1 else "") for i in range(4)}
-    assert instances.synced(obj, 2, {}) is None
+    assert instances.synced(obj, "node-a", 2, {}) is None
+
+
+def test_synced_repairs_what_the_node_owns_and_leaves_the_rest() -> None:
+    obj = _instance(["node-a"])
+    name = obj["metadata"]["name"]
+    obj["spec"]["capacity"] = 1
+    obj["spec"]["deviceUsage"] = {
+        f"{name}-1": "C::node-a",  # malformed, names node-a: becomes its IL hold (released by the grace)
+        f"{name}-2": "C:::",  # malformed, names nobody: left alone
+        f"{name}-3": "",  # free beyond capacity: goes
+        "bogus": "node-a",  # unnamed slot node-a holds: goes
+        "stray": "node-b",  # unnamed slot node-b holds: node-b's to repair
+    }
+    out = instances.synced(obj, "node-a", 1, {})
+    assert out is not None
+    assert out["spec"]["deviceUsage"] == {
+        f"{name}-0": "",
+        f"{name}-1": "node-a",
+        f"{name}-2": "C:::",
+        "stray": "node-b",
+    }
+    assert instances.synced(out, "node-a", 1, {}) is None  # nothing more this node may do
+    by_b = instances.synced(out, "node-b", 1, {})
+    assert by_b is not None
+    assert "stray" not in by_b["spec"]["deviceUsage"]
 
 
 def record(obj: dict[str, Any]) -> InstanceRecord:
@@ -260,13 +382,21 @@ def test_plan_for_a_deleted_configuration_leaves_and_expires() -> None:
     assert p.expire == [orphan["metadata"]["name"]]
 
 
-def test_record_refuses_a_bad_holder_naming_the_field() -> None:
+def test_record_reads_a_holder_that_breaks_the_rules_as_unknown() -> None:
     bad = _instance(["node-a"])
     slot = next(iter(bad["spec"]["deviceUsage"]))
     bad["spec"]["deviceUsage"][slot] = "C:nope"
+    parsed = instances.require_record(bad)
+    assert parsed.usage.holders[slot] == slots.Unknown("C:nope")
+    assert parsed.usage.to_wire() == bad["spec"]["deviceUsage"]  # kept exactly as stored
+
+
+def test_record_refuses_an_instance_of_the_wrong_shape_naming_the_field() -> None:
+    bad = _instance(["node-a"])
+    bad["spec"]["capacity"] = 0
     with pytest.raises(errors.Invalid) as e:
         instances.require_record(bad)
-    assert e.value.fields[0].path == f"spec.deviceUsage.{slot}"
+    assert e.value.fields[0].path == "spec.capacity"
     assert bad["metadata"]["name"] in e.value.message
 
 

@@ -162,10 +162,10 @@ async def test_an_allocate_that_ends_mid_request_releases_what_it_claimed(
     cache.instances.replace(listing.items, listing.revision)
     plugin: plugins.DevicePlugin
     if level == "IL":
-        plugin = plugins.InstancePlugin(_Host(cache), "default", names[0], "devplace.io")
+        plugin = plugins.InstancePlugin(_Host(cache), "default", names[0], f"devplace.io/{names[0]}")
         containers = [[f"{names[0]}-0"], [f"{names[0]}-1"]]
     else:
-        plugin = plugins.ConfigurationPlugin(_Host(cache), "default", "cams", "devplace.io")
+        plugin = plugins.ConfigurationPlugin(_Host(cache), "default", "cams", "devplace.io/cams")
         containers = [names]
     request = api_pb2.AllocateRequest(
         container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids) for ids in containers]

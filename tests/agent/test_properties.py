@@ -51,7 +51,8 @@ SOURCES: dict[Source, dict[str, Any]] = {
     [
         ({"value": "lab"}, {"p": b"lab"}),  # a plain value: its UTF-8 bytes
         ({"value": "ü"}, {"p": "ü".encode()}),
-        ({}, {"p": b""}),  # neither value nor valueFrom: empty, as Akri sends it
+        ({}, {"p": None}),  # neither value nor valueFrom: no bytes at all (Akri's ByteData with vec unset)
+        ({"value": ""}, {"p": b""}),  # an empty value is empty bytes, which is not the same
         (secret_ref("auth", "username"), {"p": b"admin"}),  # Secret data: base64, and it wins over stringData
         (secret_ref("auth", "token"), {"p": b"\x00\xff"}),  # bytes as they are
         (secret_ref("auth", "password"), {"p": b"s3cret"}),  # Secret stringData: plain text
@@ -66,14 +67,17 @@ SOURCES: dict[Source, dict[str, Any]] = {
         (secret_ref("auth", "username", optional=True), {"p": b"admin"}),  # optional and present: sent
     ],
 )
-def test_each_kind_of_property_resolves_to_its_bytes(spec: dict[str, Any], expected: dict[str, bytes]) -> None:
-    assert properties.resolve(props(("p", spec)), "default", SOURCES) == expected
+def test_each_kind_of_property_resolves_to_its_bytes(spec: dict[str, Any], expected: dict[str, bytes | None]) -> None:
+    assert properties.resolve(props(("p", spec)), SOURCES) == expected
 
 
-def test_the_namespace_defaults_to_the_configurations() -> None:
+def test_a_reference_without_a_namespace_reads_from_default_as_akri_does() -> None:
+    """Akri's DiscoveryPropertyKeySelector defaults `namespace` to `default`, not to the Configuration's."""
     found = props(("p", secret_ref("auth", "username")))
-    assert properties.resolve(found, "cams", SOURCES) == {"p": b"cam-admin"}
-    assert properties.references(found, "cams") == {("Secret", "cams", "auth")}
+    assert properties.resolve(found, SOURCES) == {"p": b"admin"}
+    assert properties.references(found) == {("Secret", "default", "auth")}
+    named = props(("p", secret_ref("auth", "username", namespace="cams")))
+    assert properties.references(named) == {("Secret", "cams", "auth")}
 
 
 def test_references_name_every_object_read_once_with_namespaces_defaulted() -> None:
@@ -83,12 +87,12 @@ def test_references_name_every_object_read_once_with_namespaces_defaulted() -> N
         ("c", secret_ref("auth", "password")),
         ("d", config_map_ref("settings", "timeout", namespace="edge")),
     )
-    assert properties.references(found, "default") == {("Secret", "default", "auth"), ("ConfigMap", "edge", "settings")}
+    assert properties.references(found) == {("Secret", "default", "auth"), ("ConfigMap", "edge", "settings")}
 
 
 def test_a_name_given_twice_takes_the_later_value() -> None:
     found = props(("p", {"value": "first"}), ("p", {"value": "second"}))
-    assert properties.resolve(found, "default", {}) == {"p": b"second"}
+    assert properties.resolve(found, {}) == {"p": b"second"}
 
 
 @pytest.mark.parametrize(
@@ -138,7 +142,7 @@ def test_an_unresolvable_property_is_invalid_naming_its_field_and_the_reason(
 ) -> None:
     found = props(("ok", {"value": "fine"}), ("p", spec))
     with pytest.raises(errors.Invalid) as info:
-        properties.resolve(found, "default", sources)
+        properties.resolve(found, sources)
     assert info.value.message == message
     [field] = info.value.fields
     assert str(field) == message
@@ -150,15 +154,15 @@ keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_.0123456789", min_size=1, m
 @given(st.dictionaries(keys, st.binary(max_size=40), max_size=6))
 def test_every_secret_value_reaches_the_handler_byte_for_byte(data: dict[str, bytes]) -> None:
     sources: dict[Source, dict[str, Any]] = {("Secret", "ns", "s"): {"data": {k: b64(v) for k, v in data.items()}}}
-    found = [DiscoveryProperty.model_validate({"name": f"P_{k}", **secret_ref("s", k)}) for k in data]
-    assert properties.resolve(found, "ns", sources) == {f"P_{k}": v for k, v in data.items()}
+    found = [DiscoveryProperty.model_validate({"name": f"P_{k}", **secret_ref("s", k, namespace="ns")}) for k in data]
+    assert properties.resolve(found, sources) == {f"P_{k}": v for k, v in data.items()}
 
 
 @given(st.dictionaries(keys, st.text(max_size=40), max_size=6), st.sets(keys, max_size=4))
 def test_optional_properties_are_sent_exactly_when_their_key_exists(data: dict[str, str], asked: set[str]) -> None:
     sources: dict[Source, dict[str, Any]] = {("ConfigMap", "ns", "c"): {"data": data}}
     found = [
-        DiscoveryProperty.model_validate({"name": k, **config_map_ref("c", k, optional=True)})
+        DiscoveryProperty.model_validate({"name": k, **config_map_ref("c", k, namespace="ns", optional=True)})
         for k in sorted(asked | set(data))
     ]
-    assert properties.resolve(found, "ns", sources) == {k: v.encode() for k, v in data.items()}
+    assert properties.resolve(found, sources) == {k: v.encode() for k, v in data.items()}

@@ -49,6 +49,17 @@ def test_held_by_node_keys_il_slots_by_instance_resource_and_cl_slots_by_vdev() 
     assert set(releases.held_by_node(RECORDS, "node-b", P)) == {(f"{P}/cams-bbbbbb", "cams-bbbbbb-0")}
 
 
+def test_held_slots_are_keyed_by_their_configurations_group_unless_a_prefix_is_given() -> None:
+    """The kubelet knows an akri.sh/v0 Configuration's devices as akri.sh/...: the Configuration's apiVersion names
+    them (the Instance's own when the Configuration is gone), as the plugins registered them."""
+    akri = {("default", "cams"): "akri.sh/v0"}
+    assert set(releases.held_by_node(RECORDS, "node-b", None, akri)) == {("akri.sh/cams-bbbbbb", "cams-bbbbbb-0")}
+    assert set(releases.held_by_node(RECORDS, "node-b", None)) == {("devplace.io/cams-bbbbbb", "cams-bbbbbb-0")}
+    assert set(releases.held_by_node(RECORDS, "node-b", "example.com", akri)) == {
+        ("example.com/cams-bbbbbb", "cams-bbbbbb-0")
+    }
+
+
 IL_KEY = (f"{P}/cams-aaaaaa", "cams-aaaaaa-0")
 CL_KEY = (f"{P}/cams", "cams-aaaaaa")
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from devplace import errors
 from devplace.agent import slots
 from devplace.agent.slots import CL, FREE, IL, Claim, Refusal, Usage
+from devplace.api import devices
 
 INST = "cam-8120fe"
 
@@ -459,6 +460,8 @@ def test_any_sequence_of_claims_releases_and_resizes_keeps_the_slot_rules(
 ) -> None:
     current = Usage.parse(INST, capacity, slots.initial_usage(INST, capacity))
     for op, node, n in ops:
+        # every state an agent writes passes the API's slot rules, so a checking server never refuses an agent
+        assert list(devices.usage_problems(INST, current.capacity, current.to_wire())) == []
         before = current
         if op == "resize":
             current = slots.resize(current, n)
@@ -488,3 +491,76 @@ def test_any_sequence_of_claims_releases_and_resizes_keeps_the_slot_rules(
         assert all(before.holders[s] == FREE for s in changed)  # a claim never takes a held slot
         if changed:
             assert current.held <= current.capacity  # a new claim always respects capacity
+
+
+# -- a usage that breaks the slot rules: read, not refused; inert; repaired only by its owner --------------------
+
+
+def test_read_keeps_every_slot_and_reads_what_breaks_the_rules_as_unknown() -> None:
+    wire = {f"{INST}-0": "C:::", f"{INST}-1": "node-a", "bogus": "node-b", f"{INST}-2": 7}
+    read = Usage.read(INST, 3, wire)
+    assert read.holders == {
+        f"{INST}-0": slots.Unknown("C:::"),
+        f"{INST}-1": IL("node-a"),
+        f"{INST}-2": slots.Unknown(7),
+        "bogus": IL("node-b"),
+    }
+    assert read.to_wire() == wire
+    assert read.unreadable == (f"{INST}-0", f"{INST}-2", "bogus")
+    assert Usage.read(INST, 2, ["not", "a", "map"]).holders == {}
+
+
+def test_what_breaks_the_rules_is_never_claimable_healthy_or_counted() -> None:
+    read = Usage.read(INST, 2, {f"{INST}-0": "C:::", f"{INST}-1": "", "bogus": "node-b"})
+    assert read.held == 0  # neither the unreadable holder nor the unnamed slot records an allocation
+    assert slots.il_health(read, "node-a") == [
+        slots.DeviceHealth(f"{INST}-0", False, INST),
+        slots.DeviceHealth(f"{INST}-1", True, INST),
+    ]
+    assert slots.claim_slots(read, [f"{INST}-0"], "node-a", True) == Refusal(
+        f"{INST}-0 is held by an unreadable holder 'C:::'"
+    )
+    assert slots.claim_slots(read, ["bogus"], "node-b", True) == Refusal(f"bogus is not a slot of {INST}")
+    claimed = slots.claim_slots(read, [f"{INST}-1"], "node-a", True)
+    assert isinstance(claimed, Claim)
+    assert claimed.usage.to_wire() == {f"{INST}-0": "C:::", f"{INST}-1": "node-a", "bogus": "node-b"}
+
+
+@pytest.mark.parametrize(
+    ("wire", "node", "expected"),
+    [
+        ({f"{INST}-0": "C::node-a"}, "node-a", {f"{INST}-0": "node-a"}),  # its own: an IL hold (released by grace)
+        ({f"{INST}-5": "C:x:y:node-a"}, "node-a", {f"{INST}-5": "node-a"}),  # retiring keeps its index
+        ({"bogus": "C::node-a"}, "node-a", {}),  # unnamed and its own: goes
+        ({"bogus": "node-a", "stray": "C:v:node-a"}, "node-a", {}),
+        ({f"{INST}-0": "C::node-b", "bogus": "node-b"}, "node-a", None),  # another node's: left alone
+        ({f"{INST}-0": "C:::", "x": "???"}, "node-a", None),  # nobody's: left alone
+        ({f"{INST}-0": "node-a", f"{INST}-1": ""}, "node-a", None),  # nothing broken
+    ],
+)
+def test_repair_mends_only_what_the_node_owns(wire: dict[str, str], node: str, expected: dict[str, str] | None) -> None:
+    read = Usage.read(INST, 1, wire)
+    repaired = slots.repair(read, node)
+    if expected is None:
+        assert repaired is read
+    else:
+        assert repaired.to_wire() == expected
+
+
+_raw = st.one_of(
+    st.sampled_from(["", "node-a", "node-b", "C:v:node-a", "C::node-a", "C:::", "Node A", "C:v:node-b:x"]),
+    st.text(max_size=8),
+)
+_slot = st.one_of(st.integers(0, 6).map(lambda i: slots.slot_name(INST, i)), st.sampled_from(["bogus", f"{INST}-01"]))
+
+
+@given(st.dictionaries(_slot, _raw, max_size=8), st.integers(1, 4))
+def test_once_every_node_repaired_and_resized_only_unowned_problems_remain(wire: dict[str, str], capacity: int) -> None:
+    current = Usage.read(INST, capacity, wire)
+    for node in ("node-a", "node-b"):
+        current = slots.resize(slots.repair(current, node), capacity)
+        assert slots.repair(current, node) is current  # repairing twice changes nothing
+    for problem in devices.usage_problems(INST, capacity, current.to_wire()):
+        holder = current.holders[problem.path.removeprefix("spec.deviceUsage.")]
+        assert not (isinstance(holder, slots.Unknown) and (holder.names("node-a") or holder.names("node-b")))
+        assert not (isinstance(holder, IL | CL) and holder.node in ("node-a", "node-b"))

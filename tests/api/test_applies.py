@@ -8,6 +8,7 @@ import pytest
 
 from devplace import errors
 from devplace.api.applies import Create, Unchanged, Update, plan_apply
+from devplace.api.meta import SERVER_OWNED_METADATA
 
 STORED_META = {
     "name": "a",
@@ -118,6 +119,28 @@ def test_plan_apply_follows_the_ownership_rules(
     manifest: dict[str, Any], stored: dict[str, Any] | None, expected: Create | Update | Unchanged
 ) -> None:
     assert plan_apply(manifest, stored) == expected
+
+
+SERVER_WRITTEN = {
+    "deletionTimestamp": "2000-01-01T00:00:00Z",
+    "deletionGracePeriodSeconds": 30,
+    "selfLink": "/api/v1/namespaces/default/configmaps/a",
+    "managedFields": [{"manager": "forged"}],
+    "uid": "forged",
+    "generation": 9,
+    "creationTimestamp": "2000-01-01T00:00:00Z",
+}
+
+
+@pytest.mark.parametrize("key", sorted(SERVER_WRITTEN))
+def test_a_manifest_never_writes_server_owned_metadata(key: str) -> None:
+    """The plan drops what `api.meta.SERVER_OWNED_METADATA` lists on create, and keeps the stored value on update."""
+    assert key in SERVER_OWNED_METADATA
+    forged = config_map({"name": "a", "namespace": "default", key: SERVER_WRITTEN[key]}, data={"k": "v"})
+    assert plan_apply(forged, None) == Create(config_map(data={"k": "v"}))
+    stored = stored_map(data={"k": "v"})
+    stored["metadata"] = {**stored["metadata"], key: "as stored"}
+    assert plan_apply(forged, stored) == Unchanged()
 
 
 def test_a_pinned_resource_version_is_a_precondition() -> None:

@@ -1,13 +1,17 @@
-"""Configuration discoveryProperties: Akri's shape (value | valueFrom: secretKeyRef | configMapKeyRef), by field."""
+"""Device kinds by field: Configuration discoveryProperties (Akri's value | valueFrom: secretKeyRef | configMapKeyRef)
+and an Instance's deviceUsage (the slot rules: names, holders, capacity), each refusal naming its field."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api import normalize
+from devplace.api import devices, normalize
+from devplace.api.devices import CL, FREE, IL
 
 P = "spec.discoveryHandler.discoveryProperties"
 
@@ -80,3 +84,100 @@ def test_a_malformed_discovery_property_is_invalid_naming_its_field(prop: dict[s
         normalize(configuration({"name": "ok", "value": "fine"}, prop))
     assert info.value.message.startswith(message), info.value.message
     assert [f.path for f in info.value.fields] == [message.split(": ", 1)[0]]
+
+
+# -- Instance deviceUsage: one rule set (api.devices), used by the API, the agent, the scheduler and the controller --
+
+
+def instance(usage: dict[str, Any] | None, capacity: int = 2, api_version: str = "akri.sh/v0") -> dict[str, Any]:
+    spec: dict[str, Any] = {"configurationName": "cam", "capacity": capacity, "nodes": ["node-a", "node-b"]}
+    if usage is not None:
+        spec["deviceUsage"] = usage
+    return {
+        "apiVersion": api_version,
+        "kind": "Instance",
+        "metadata": {"name": "cam-8120fe", "namespace": "default"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize(
+    ("usage", "capacity"),
+    [
+        ({"cam-8120fe-0": "", "cam-8120fe-1": ""}, 2),  # as the agent creates it
+        ({"cam-8120fe-0": "node-a", "cam-8120fe-1": "C:cam-8120fe:node-b"}, 2),  # Akri's three holder forms
+        ({"cam-8120fe-0": "C:cam-8120fe-0:node-b.example"}, 1),  # a per-slot vdev, a dotted node name
+        ({"cam-8120fe-0": "", "cam-8120fe-3": "node-zzz"}, 1),  # held beyond capacity: retiring after a shrink
+        ({"cam-8120fe-0": "node-c"}, 1),  # a node no longer in `nodes` keeps its slot until it is released
+        ({}, 3),  # not written yet: the agent of a listed node writes the free slots
+        (None, 3),
+    ],
+)
+def test_an_instance_following_the_slot_rules_is_accepted(usage: dict[str, str] | None, capacity: int) -> None:
+    assert normalize(instance(usage, capacity))["spec"]["deviceUsage"] == (usage or {})
+
+
+@pytest.mark.parametrize(
+    ("usage", "capacity", "path", "reason"),
+    [
+        ({"cam-8120fe-0": "C:::"}, 1, "cam-8120fe-0", "'C:::' is not a configuration-level holder 'C:<vdev>:<node>'"),
+        ({"cam-8120fe-0": "C::node-a"}, 1, "cam-8120fe-0", "is not a configuration-level holder"),
+        (
+            {"cam-8120fe-0": "Node A"},
+            1,
+            "cam-8120fe-0",
+            "'Node A' is neither empty, a node name, nor 'C:<vdev>:<node>'",
+        ),
+        ({"cam-8120fe-0": "", "bogus": ""}, 1, "bogus", "not a slot of cam-8120fe: slots are named 'cam-8120fe-<i>'"),
+        ({"cam-8120fe-0": "", "cam-8120fe-01": ""}, 1, "cam-8120fe-01", "not a slot of cam-8120fe"),
+        ({"cam-8120fe-0": "", "other-0": "node-a"}, 1, "other-0", "not a slot of cam-8120fe"),
+        ({"cam-8120fe-0": "", "cam-8120fe-1024": "node-a"}, 1, "cam-8120fe-1024", "not a slot of cam-8120fe"),
+        ({"cam-8120fe-0": "", "cam-8120fe-1": ""}, 1, "cam-8120fe-1", "free, and beyond capacity 1"),
+        ({"cam-8120fe-0": ""}, 3, "cam-8120fe-1", "missing (and 1 more): an Instance of capacity 3 has the slots"),
+        ({"cam-8120fe-0": 5}, 1, "cam-8120fe-0", "Input should be a valid string"),
+    ],
+)
+def test_an_instance_breaking_a_slot_rule_is_invalid_naming_the_slot(
+    usage: dict[str, Any], capacity: int, path: str, reason: str
+) -> None:
+    with pytest.raises(errors.Invalid) as info:
+        normalize(instance(usage, capacity))
+    assert [f.path for f in info.value.fields] == [f"spec.deviceUsage.{path}"]
+    assert reason in info.value.fields[0].reason, info.value.message
+
+
+def test_the_issues_instance_is_refused_with_every_broken_slot_named() -> None:
+    usage = {"cam-8120fe-0": "C:::", "cam-8120fe-1": "node-zzz", "slot-x": ""}
+    with pytest.raises(errors.Invalid) as info:
+        normalize(instance(usage, capacity=1))
+    assert [f.path for f in info.value.fields] == ["spec.deviceUsage.cam-8120fe-0", "spec.deviceUsage.slot-x"]
+    # "node-zzz" is a well-formed holder on a slot beyond capacity 1: a retiring hold, which the rules allow
+
+
+def test_without_usage_checks_everything_but_the_usage() -> None:
+    bad = instance({"cam-8120fe-0": "C:::", "x": 7})
+    assert devices.Instance.without_usage(bad).spec.device_usage == {}
+    bad["spec"]["capacity"] = 0
+    with pytest.raises(errors.Invalid) as info:
+        devices.Instance.without_usage(bad)
+    assert [f.path for f in info.value.fields] == ["spec.capacity"]
+
+
+_names = st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,12}[a-z0-9])?", fullmatch=True)
+_holders = st.one_of(st.just(FREE), st.builds(IL, _names), st.builds(CL, _names, _names))
+
+
+@given(st.integers(1, 8), st.lists(_holders, min_size=8, max_size=8), st.lists(st.integers(8, 1023), max_size=3))
+def test_usages_built_by_the_rules_have_no_problems(capacity: int, holders: list[Any], retiring: list[int]) -> None:
+    usage = {devices.slot_name("cam", i): devices.format_holder(holders[i]) for i in range(capacity)}
+    for i in retiring:
+        usage[devices.slot_name("cam", i)] = "node-a"
+    assert list(devices.usage_problems("cam", capacity, usage)) == []
+
+
+@given(st.dictionaries(st.text(max_size=12), st.text(max_size=12), max_size=5), st.integers(1, 4))
+def test_usage_problems_name_only_slots_of_the_usage_or_missing_ones(usage: dict[str, str], capacity: int) -> None:
+    canonical = {devices.slot_name("cam", i) for i in range(capacity)}
+    for problem in devices.usage_problems("cam", capacity, usage):
+        slot = problem.path.removeprefix("spec.deviceUsage.")
+        assert slot in usage or slot in canonical

@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from devplace import errors
 from devplace.api import load_documents
-from devplace.api.manifests import parse_documents
+from devplace.api.manifests import (
+    MAX_ALIAS_EXPANSION,
+    json_tree,
+    parse_documents,
+    validated,
+    yaml_documents,
+)
+from devplace.api.meta import SERVER_OWNED_METADATA
+
+
+def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+
 
 GOOD_AND_BAD = """\
 apiVersion: akri.sh/v0
@@ -148,3 +164,74 @@ def test_malformed_yaml_names_the_line_where_the_broken_construct_starts() -> No
     with pytest.raises(errors.Invalid) as info:
         load_documents("a: 1\nb: 2\nc: [1, 2\nd: 4\n")
     assert "line 3" in str(info.value)
+
+
+# -- hostile input: nesting, aliases, duplicate keys (the rules of the module docstring) ------------------------------
+
+
+def test_validated_drops_server_owned_metadata_but_the_resource_version() -> None:
+    forged = {key: 9 if key == "generation" else "forged" for key in SERVER_OWNED_METADATA}
+    obj = validated({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", **forged}})
+    assert obj["metadata"] == {"name": "cm", "namespace": "default", "resourceVersion": "forged"}
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "says"),
+    [
+        ("spec: " + "[" * 150 + "]" * 150, "spec" + "[0]" * 99, "nested deeper than 100 levels (line 1)"),
+        ("a: &a " + "[" * 60 + "]" * 60 + "\nb: " + "[" * 50 + "*a" + "]" * 50, "b" + "[0]" * 50, "through alias *a"),
+        ("a: &a [*a]", "a[0]", "YAML alias *a refers to a node that contains it"),
+        ("a: &a {x: 1, y: *a}", "a.y", "refers to a node that contains it"),
+        ("spec:\n  x: 1\n  y: 2\n  x: 3\n", "spec", "duplicate key 'x' (line 4)"),
+        ("spec: {1: a, 01: b}", "spec", "duplicate key '01'"),
+        ("spec: {true: a, True: b}", "spec", "duplicate key 'True'"),
+        ("k: 1\nk: 2\n", "", "duplicate key 'k' (line 2)"),
+    ],
+)
+def test_yaml_past_a_hostile_input_rule_is_malformed_naming_where(text: str, path: str, says: str) -> None:
+    with pytest.raises(errors.Malformed) as caught:
+        list(yaml_documents(text))
+    assert [f.path for f in caught.value.fields] == [path]
+    assert says in caught.value.message
+
+
+@pytest.mark.parametrize("levels", [3, 6, 9])
+def test_yaml_aliases_are_refused_once_they_would_add_more_than_the_bound(levels: int) -> None:
+    """`levels` of anchors, each aliasing the one before 9 times: 9**levels strings once expanded."""
+    lines = ["a0: &a0 [" + ",".join(["lol"] * 9) + "]"]
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    text = "\n".join(lines)
+    expanded = sum(9**i * (6 * 9 + 2) for i in range(1, levels))  # what the aliases repeat, as JSON text, roughly
+    if expanded <= MAX_ALIAS_EXPANSION:
+        (doc,) = yaml_documents(text)
+        assert len(doc[f"a{levels - 1}"]) == 9
+    else:
+        with pytest.raises(errors.Malformed, match="YAML aliases would add more than 1048576 bytes"):
+            list(yaml_documents(text))
+
+
+def test_yaml_merge_keys_and_aliases_build_what_pyyaml_builds() -> None:
+    text = "base: &b {x: 1, y: 2}\nderived: {<<: *b, y: 3}\nlist: &l [1, 2]\nagain: *l\nwhen: 2026-01-02\n"
+    (doc,) = yaml_documents(text)
+    assert doc == yaml.safe_load(text)
+    assert doc["derived"] == {"x": 1, "y": 3}
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5), _containers, max_leaves=25))
+def test_yaml_documents_read_what_pyyaml_reads(value: Any) -> None:
+    text = yaml.safe_dump(value)
+    assert list(yaml_documents(text)) == [yaml.safe_load(text)]
+
+
+def test_parse_documents_refuses_a_deep_manifest_without_recursing() -> None:
+    with pytest.raises(errors.Malformed, match="nested deeper than 100 levels"):
+        parse_documents("kind: x\n---\nspec: " + "[" * 5000 + "]" * 5000)
+
+
+def test_json_tree_refuses_python_values_nested_past_the_limit() -> None:
+    value: Any = {}
+    for _ in range(150):
+        value = {"a": value}
+    with pytest.raises(errors.Malformed) as caught:
+        json_tree(value)
+    assert caught.value.fields[0].path == ".".join(["a"] * 100)

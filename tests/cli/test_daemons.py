@@ -1,5 +1,6 @@
 """`devplace scheduler`, `devplace controller` and `devplace agent` as daemons: each does its work against a SQLite
-store until SIGTERM (exit 0), and exits 1 when its supervisor reports a fatal failure."""
+store until SIGTERM (exit 0), and exits 1 when its supervisor reports a fatal failure. The agent waits for a store
+that does not answer at start (retrying, SIGTERM still a clean stop) and fails at once on a misconfigured one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -213,3 +215,70 @@ def test_the_agent_exits_1_when_it_reports_a_fatal_failure(tmp_path: Path, monke
     assert result.stderr.splitlines()[-1] == (
         "error: devplace agent: a loop failed for good: RuntimeError: the store is gone for good"
     )
+
+
+# -- the agent and a store that does not answer at start ---------------------------------------------------------------
+
+ECHO = {
+    "apiVersion": "akri.sh/v0",
+    "kind": "Configuration",
+    "metadata": {"name": "echo", "namespace": "default"},
+    "spec": {"discoveryHandler": {"name": "debugEcho", "discoveryDetails": "descriptions: [foo0]"}, "capacity": 1},
+}
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound once to find it, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def output_so_far(log: Any) -> str:
+    """What a running daemon wrote so far (pread: the file offset it shares with the daemon is left alone)."""
+    return os.pread(log.fileno(), 1 << 22, 0).decode(errors="replace")
+
+
+def test_the_agent_waits_for_an_unreachable_store_and_comes_up_when_the_server_does(
+    daemon: Any, tmp_path: Path
+) -> None:
+    db = f"sqlite:///{tmp_path}/devplace.db"
+    seed(db, ECHO)
+    port = closed_port()
+    args = ["--node", "node-a", "--kubelet-dir", str(tmp_path / "kubelet")]
+    agent, agent_log = daemon("agent", "--store", f"http://127.0.0.1:{port}", *args)
+    wait_for(lambda: output_so_far(agent_log).count("the store is unavailable") >= 2, agent, agent_log)
+    server, server_log = daemon("server", "--store", db, "--port", str(port))
+    wait_for(lambda: len(read(db, "Instance")) == 1, agent, agent_log)
+    instance = read(db, "Instance")[0]
+    assert instance["spec"]["nodes"] == ["node-a"]
+    code, output = stop(agent, agent_log)
+    assert code == 0, output
+    assert "trying again in" in output
+    assert f"devplace agent: node node-a, store http://127.0.0.1:{port}" in output
+    assert output.endswith("devplace agent: stopped\n")
+    assert stop(server, server_log)[0] == 0
+
+
+def test_sigterm_while_the_agent_waits_for_its_store_exits_0(daemon: Any, tmp_path: Path) -> None:
+    args = ["--node", "node-a", "--kubelet-dir", str(tmp_path / "kubelet")]
+    agent, log = daemon("agent", "--store", f"http://127.0.0.1:{closed_port()}", *args)
+    wait_for(lambda: "the store is unavailable" in output_so_far(log), agent, log)
+    code, output = stop(agent, log)
+    assert code == 0, output
+    assert output.endswith("devplace agent: stopped before it started\n")
+
+
+@pytest.mark.parametrize(
+    ("store", "message"),
+    [
+        ("ftp://127.0.0.1:1", "error: store: unsupported store URL 'ftp://127.0.0.1:1'"),
+        ("sqlite:///{tmp}/missing/dir/x.db", "error: cannot open sqlite store {tmp}/missing/dir/x.db"),
+    ],
+)
+def test_the_agent_fails_at_once_on_a_misconfigured_store(tmp_path: Path, store: str, message: str) -> None:
+    args = ["agent", "--node", "node-a", "--store", store.format(tmp=tmp_path), "--kubelet-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith(message.format(tmp=tmp_path)), result.stderr

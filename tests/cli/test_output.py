@@ -29,23 +29,6 @@ def instance(used: int = 1) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (0, "0s"),
-        (59, "59s"),
-        (119, "119s"),
-        (120, "2m"),
-        (3 * 3600 - 1, "179m"),
-        (3 * 3600, "3h"),
-        (48 * 3600, "2d"),
-        (-5, "0s"),
-    ],
-)
-def test_age_reads_like_kubectl(seconds: float, text: str) -> None:
-    assert output.age(seconds) == text
-
-
 def test_an_instance_row_shows_its_configuration_nodes_and_used_slots() -> None:
     headers, rows = output.table("Instance", [instance(used=2)], namespaced=True, now=NOW)
     assert headers == ["NAMESPACE", "NAME", "CONFIG", "SHARED", "NODES", "USED/CAPACITY", "AGE"]
@@ -81,8 +64,22 @@ def test_a_configuration_row_shows_handler_capacity_uniqueness_and_broker_kind()
 def test_a_node_row_shows_its_ready_condition(conditions: list[dict[str, str]], status: str) -> None:
     node = {"kind": "Node", "metadata": {"name": "n"}, "status": {"conditions": conditions}}
     headers, rows = output.table("Node", [node], namespaced=False, now=NOW)
-    assert headers == ["NAME", "STATUS", "AGE"]
+    assert headers == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert rows[0][1] == status
+
+
+def test_wide_adds_the_priority_one_columns_after_age_as_kubectl_does() -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"nodeName": "node-a", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running", "podIP": "10.0.0.7"},
+    }
+    narrow, _ = output.table("Pod", [pod], namespaced=True, now=NOW)
+    headers, rows = output.table("Pod", [pod], namespaced=True, now=NOW, wide=True)
+    assert narrow == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert headers == [*narrow, "IP", "NODE"]
+    assert rows == [["default", "p", "0/1", "Running", "0", "<none>", "10.0.0.7", "node-a"]]
 
 
 def test_a_kind_without_special_columns_gets_name_and_age() -> None:

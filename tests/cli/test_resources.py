@@ -268,6 +268,14 @@ def test_get_lists_a_kind_as_a_plain_table_off_a_terminal(applied: CliRunner) ->
     assert row.split()[:6] == ["default", "akri-debug-echo-482878", "akri-debug-echo", "true", "node-a,node-b", "1/2"]
 
 
+def test_get_o_wide_adds_the_wide_columns_the_server_serves_at_priority_one(applied: CliRunner) -> None:
+    result = applied.invoke(app, ["get", "instances", "-o", "wide"])
+    assert result.exit_code == 0, result.stderr
+    header, row = result.stdout.splitlines()
+    assert header.split() == ["NAMESPACE", "NAME", "CONFIG", "SHARED", "NODES", "USED/CAPACITY", "AGE", "CDI-NAME"]
+    assert row.split()[0] == "default"
+
+
 def test_get_accepts_kind_plural_and_lowercase_names(applied: CliRunner) -> None:
     outputs = {applied.invoke(app, ["get", k, "-o", "name"]).stdout for k in ("Node", "nodes", "node")}
     assert outputs == {"nodes/node-a\nnodes/node-b\n"}
@@ -310,7 +318,7 @@ def test_get_of_nothing_says_so_on_stderr(cli: CliRunner) -> None:
     [
         (["get", "gadgets"], "error: kind: unknown kind 'gadgets' (known: "),
         (["get", "configuration", "nope"], "error: Configuration default/nope not found"),
-        (["get", "nodes", "-o", "xml"], "error: output: 'xml' is not one of table, json, yaml, name"),
+        (["get", "nodes", "-o", "xml"], "error: output: 'xml' is not one of table, wide, json, yaml, name"),
         (["get", "nodes", "-n", "team"], "error: namespace: Node is cluster-scoped and takes no namespace"),
         (["get", "nodes", "-l", "zone in (a"], "error: "),
         (["describe", "node", "nope"], "error: Node nope not found"),
@@ -446,7 +454,7 @@ def test_on_a_terminal_get_draws_a_rich_table_and_watch_prints_readable_lines(
     monkeypatch.setattr(resources, "_is_tty", lambda: True)
     table = applied.invoke(app, ["get", "nodes"])
     assert table.exit_code == 0
-    assert table.stdout.split()[:3] == ["NAME", "STATUS", "AGE"]
+    assert table.stdout.split()[:3] == ["NAME", "STATUS", "ROLES"]
     assert "───" in table.stdout  # rich's header rule, absent from the plain table
     watched = applied.invoke(app, ["watch", "nodes", "--count", "1"])
     assert watched.stdout.startswith("ADDED     Node node-a  (revision ")

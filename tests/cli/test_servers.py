@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx2
+import pytest
+import yaml
 
-from devplace.cli.servers import listening_socket
+from devplace.cli.servers import kubeconfig, listening_socket, server_url, write_private
 from devplace.store import open_store
 from tests.servers import spawn_server
 
@@ -35,9 +39,12 @@ def test_a_spawned_server_serves_the_store_it_was_given(tmp_path: Path) -> None:
     assert asyncio.run(read()) == ["n"]
 
 
+def _command(store_url: str, port: int) -> list[str]:
+    return [sys.executable, "-m", "devplace.cli", "server", "--store", store_url, "--port", str(port)]
+
+
 def _start(store_url: str, port: int) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "devplace.cli", "server", "--store", store_url, "--port", str(port)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(_command(store_url, port), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _bound_port(proc: subprocess.Popen[bytes]) -> int:
@@ -97,3 +104,86 @@ def test_the_listening_socket_says_tcp_so_asyncio_turns_nagle_off_for_each_conne
         assert (sock.family, sock.type, sock.proto) == (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     with listening_socket("::1", 0) as sock:
         assert sock.family == socket.AF_INET6
+
+
+# -- --write-kubeconfig ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8080"),
+        ("0.0.0.0", "http://127.0.0.1:8080"),
+        ("::", "http://[::1]:8080"),
+        ("::1", "http://[::1]:8080"),
+        ("10.1.2.3", "http://10.1.2.3:8080"),
+        ("localhost", "http://localhost:8080"),
+    ],
+)
+def test_the_kubeconfig_names_an_address_a_local_client_can_reach(host: str, url: str) -> None:
+    assert server_url(host, 8080) == url
+
+
+def test_the_kubeconfig_has_one_current_context_and_a_user_without_credentials() -> None:
+    config = yaml.safe_load(kubeconfig("http://127.0.0.1:8080"))
+    assert config["current-context"] == "devplace"
+    (context,) = config["contexts"]
+    assert context == {
+        "name": "devplace",
+        "context": {"cluster": "devplace", "user": "devplace", "namespace": "default"},
+    }
+    assert config["clusters"] == [{"name": "devplace", "cluster": {"server": "http://127.0.0.1:8080"}}]
+    assert config["users"] == [{"name": "devplace", "user": {}}]
+
+
+def test_a_private_file_is_replaced_whole_and_readable_by_its_owner_only(tmp_path: Path) -> None:
+    target = tmp_path / "config"
+    target.write_text("old")
+    target.chmod(0o644)
+    old_umask = os.umask(0)  # even a permissive umask must not make it readable by others
+    try:
+        write_private(target, "new")
+    finally:
+        os.umask(old_umask)
+    assert target.read_text() == "new"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["config"]  # no temporary file left behind
+
+
+def test_a_server_on_port_0_writes_a_kubeconfig_for_the_port_it_bound(tmp_path: Path) -> None:
+    path = tmp_path / "kube" / "config"
+    path.parent.mkdir()
+    proc = subprocess.Popen(
+        [
+            *_command(f"sqlite:///{tmp_path}/k.db", 0),
+            "--write-kubeconfig",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        port = _bound_port(proc)  # the file is written before the startup line
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        config = yaml.safe_load(path.read_text())
+        assert config["clusters"][0]["cluster"]["server"] == f"http://127.0.0.1:{port}"
+        _wait_listening(proc, port)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+
+
+def test_a_kubeconfig_that_cannot_be_written_is_an_error_exit(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [*_command(f"sqlite:///{tmp_path}/k.db", 0), "--write-kubeconfig", str(tmp_path / "missing" / "config")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 1
+    assert stderr.decode().startswith(f"error: cannot write {tmp_path / 'missing' / 'config'}: ")

@@ -66,9 +66,17 @@ def test_per_node_deploys_akris_pod_per_instance_and_node() -> None:
     assert pod["metadata"]["namespace"] == "default"
 
 
-def test_the_resource_prefix_defaults_to_devplace() -> None:
-    pods = bodies(run(configuration(), instance("akri-onvif-8120fe", ["node-a"], shared=False)))
-    assert limits(pods["akri-onvif-8120fe-pod"]) == {"devplace.io/akri-onvif-8120fe": "1"}
+def test_the_resource_prefix_is_the_configurations_api_group_unless_overridden() -> None:
+    """One rule with the agent (`api.devices.resource_name`): akri.sh/v0 -> akri.sh, devplace.io/v1alpha1 ->
+    devplace.io; an override names every Configuration's resources."""
+    inst = instance("akri-onvif-8120fe", ["node-a"], shared=False)
+    pods = bodies(run(configuration(), inst))
+    assert limits(pods["akri-onvif-8120fe-pod"]) == {"akri.sh/akri-onvif-8120fe": "1"}
+    ours = {**configuration(), "apiVersion": "devplace.io/v1alpha1"}
+    assert limits(bodies(run(ours, inst))["akri-onvif-8120fe-pod"]) == {"devplace.io/akri-onvif-8120fe": "1"}
+    assert limits(bodies(run(ours, inst, prefix="example.com"))["akri-onvif-8120fe-pod"]) == {
+        "example.com/akri-onvif-8120fe": "1"
+    }
 
 
 def test_per_node_creates_one_per_node_whatever_the_capacity() -> None:
@@ -112,9 +120,7 @@ def test_job_per_instance_named_for_the_generation() -> None:
     jobs = bodies(result, "Job")
     assert list(jobs) == ["akri-onvif-8120fe-4-job"]
     job = jobs["akri-onvif-8120fe-4-job"]
-    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {
-        "devplace.io/akri-onvif-8120fe": "1"
-    }
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"akri.sh/akri-onvif-8120fe": "1"}
     assert job["spec"]["backoffLimit"] == 2
     assert job["metadata"]["labels"]["akri.sh/instance"] == "akri-onvif-8120fe"
 
@@ -153,14 +159,14 @@ def test_deployment_runs_min_of_replicas_and_capacity(replicas: int, capacity: i
     assert sorted(pods) == [f"akri-onvif-8120fe-{i}-pod" for i in range(expected)]
     for pod in pods.values():
         assert "affinity" not in pod["spec"]
-        assert limits(pod) == {"devplace.io/akri-onvif-8120fe": "1"}
+        assert limits(pod) == {"akri.sh/akri-onvif-8120fe": "1"}
     assert [s.reason for s in result.skips] == (["CapacityBound"] if replicas > capacity else [])
 
 
 def test_deployment_adds_the_instance_resource_when_the_spec_has_no_placeholder() -> None:
     cfg = configuration(strategy={"deployment": {"replicas": 1}}, pod=PLAIN_POD_SPEC)
     pods = bodies(run(cfg, instance("akri-onvif-8120fe", ["node-a"])))
-    assert limits(pods["akri-onvif-8120fe-0-pod"]) == {"devplace.io/akri-onvif-8120fe": "1"}
+    assert limits(pods["akri-onvif-8120fe-0-pod"]) == {"akri.sh/akri-onvif-8120fe": "1"}
 
 
 def test_unpinned_brokers_keep_off_conflicting_nodes() -> None:
@@ -218,7 +224,7 @@ def test_seed_002_static_pools_of_three() -> None:
     first = run(POOL, *cameras(1, 2, 3, 4, 5))
     assert members(first) == [("node-a", CAMS[0:3])]
     pod = next(iter(bodies(first).values()))
-    assert limits(pod) == {f"devplace.io/{c}": "1" for c in CAMS[0:3]}
+    assert limits(pod) == {f"akri.sh/{c}": "1" for c in CAMS[0:3]}
     assert pinned(pod) == [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]
     assert [s.reason for s in first.skips] == ["PoolIncomplete"]
     # a sixth camera comes online -> a second broker for the three available cameras
@@ -327,7 +333,7 @@ def test_group_deploys_one_broker_per_satisfiable_group_on_one_node() -> None:
     result = run(cfg, *gpus, *cams, class_matches=is_gpu)
     assert members(result) == [("node-b", ["gpus-aaaaaa", *CAMS[0:3]])]
     pod = next(iter(bodies(result).values()))
-    assert set(limits(pod)) == {"devplace.io/gpus-aaaaaa", *(f"devplace.io/{c}" for c in CAMS[0:3])}
+    assert set(limits(pod)) == {"akri.sh/gpus-aaaaaa", *(f"akri.sh/{c}" for c in CAMS[0:3])}
     # without a GPU there is no group, and the status says why
     lonely = run(cfg, *cams, class_matches=is_gpu)
     assert lonely.objects == ()

@@ -113,20 +113,66 @@ async def _register(socket: Path, request: v0.RegisterDiscoveryHandlerRequest) -
         await v0_grpc.RegistrationStub(channel).RegisterDiscoveryHandler(request, timeout=10)
 
 
-async def test_registration_round_trip_adds_and_replaces_by_name(
+async def test_registrations_of_one_name_at_two_endpoints_are_both_kept_and_one_endpoint_replaces_itself(
     registration: RegistrationServer, registry: HandlerRegistry
 ) -> None:
+    """Akri keys a registration by `name@endpoint`: two udev handlers on different sockets are both used, and a
+    handler that restarts and registers at its endpoint again replaces only its old registration."""
     await _register(registration.socket_path, v0.RegisterDiscoveryHandlerRequest(name="u", endpoint="/a.sock"))
-    first = registry.get("u")
-    assert isinstance(first, ExternalHandler)
-    assert (first.endpoint, first.shared) == ("/a.sock", False)
     await _register(
         registration.socket_path, v0.RegisterDiscoveryHandlerRequest(name="u", endpoint="/b.sock", shared=True)
     )
-    second = registry.get("u")
+    endpoints = registry.endpoints("u")
+    assert list(endpoints) == ["u@/a.sock", "u@/b.sock"]
+    first = endpoints["u@/a.sock"]
+    assert isinstance(first, ExternalHandler)
+    assert (first.endpoint, first.shared) == ("/a.sock", False)
+    second = endpoints["u@/b.sock"]
     assert isinstance(second, ExternalHandler)
     assert (second.endpoint, second.shared) == ("/b.sock", True)
+    await _register(registration.socket_path, v0.RegisterDiscoveryHandlerRequest(name="u", endpoint="/a.sock"))
+    again = registry.endpoints("u")
+    assert set(again) == {"u@/a.sock", "u@/b.sock"}
+    assert again["u@/a.sock"] is not first
+    assert again["u@/b.sock"] is second
     assert registry.names() == ["u"]
+
+
+class _Recorder(v0_grpc.DiscoveryHandlerServicer):
+    """Keeps each DiscoverRequest as it came off the wire, answers with no devices."""
+
+    def __init__(self) -> None:
+        self.requests: list[v0.DiscoverRequest] = []
+
+    async def Discover(self, request: v0.DiscoverRequest, context: Any) -> AsyncIterator[v0.DiscoverResponse]:
+        self.requests.append(request)
+        yield v0.DiscoverResponse()
+
+
+async def test_a_property_without_value_or_value_from_goes_out_as_bytedata_without_bytes(
+    sock_dir: Path, registry: HandlerRegistry
+) -> None:
+    """Akri sends `ByteData { vec: None }` for such a property: `vec` absent on the wire, which a handler tells apart
+    from empty bytes (`vec: Some([])`)."""
+    recorder = _Recorder()
+    server = grpc.aio.server()
+    v0_grpc.add_DiscoveryHandlerServicer_to_server(recorder, server)
+    server.add_insecure_port(f"unix://{sock_dir / 'rec.sock'}")
+    await server.start()
+    try:
+        handler = ExternalHandler(Registration("rec", str(sock_dir / "rec.sock"), False, False), registry)
+        stream = handler.discover("", {"unset": None, "empty": b"", "set": b"\x00x"})
+        assert await next_of(stream) == []
+        await stream.aclose()
+        [request] = recorder.requests
+        props = request.discovery_properties
+        assert not props["unset"].HasField("vec")
+        assert props["unset"].SerializeToString() == b""  # no field 1 at all
+        assert props["empty"].HasField("vec")
+        assert props["empty"].SerializeToString() == b"\n\x00"  # field 1, length 0
+        assert props["set"].vec == b"\x00x"
+    finally:
+        await server.stop(None)
 
 
 async def test_bad_registration_is_refused_with_invalid_argument_and_changes_nothing(

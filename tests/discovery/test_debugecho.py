@@ -94,6 +94,13 @@ async def test_setting_offline_to_its_current_value_sends_nothing() -> None:
     waiting.cancel()
 
 
+async def test_the_handlers_shared_default_applies_where_the_details_do_not_say() -> None:
+    """Akri's agent takes `shared` from DEBUG_ECHO_INSTANCES_SHARED; `devplace agent` passes it as the default."""
+    local = DebugEchoHandler(shared=False)
+    assert await next_of(local.discover(FOO)) == _devices("foo0", "foo1", shared=False)
+    assert await next_of(local.discover(f"{FOO}\nshared: true")) == _devices("foo0", "foo1", shared=True)
+
+
 async def test_offline_file_is_noticed_at_the_next_poll(tmp_path: Path, clock: FakeClock) -> None:
     availability = tmp_path / "availability"
     handler = DebugEchoHandler(offline_file=availability, clock=clock)

@@ -1,4 +1,5 @@
-"""The per-node handler registry: find by name, replace on re-add, wake waiters on every change."""
+"""The per-node handler registry: endpoints by name and uid (Akri's `name@endpoint`), replaced on re-add of the same
+uid, kept side by side for different ones; waiters woken on every change."""
 
 from __future__ import annotations
 
@@ -41,6 +42,29 @@ def test_add_replaces_a_handler_of_the_same_name_and_names_are_sorted() -> None:
     registry.remove("x")
     registry.remove("x")  # removing twice is a no-op
     assert registry.names() == ["a"]
+
+
+@dataclass
+class _Endpoint(_Fixed):
+    uid: str = ""
+
+
+def test_handlers_of_one_name_at_different_endpoints_are_kept_side_by_side_as_akri_merges_them() -> None:
+    registry = HandlerRegistry("node-a")
+    a, b = _Endpoint("udev", uid="udev@/a.sock"), _Endpoint("udev", uid="udev@/b.sock")
+    registry.add(a)
+    registry.add(b)
+    assert registry.endpoints("udev") == {"udev@/a.sock": a, "udev@/b.sock": b}
+    assert registry.get("udev") is b  # the newest
+    again = _Endpoint("udev", "2", uid="udev@/a.sock")  # a restarted handler registers at its endpoint again
+    registry.add(again)
+    assert registry.endpoints("udev") == {"udev@/b.sock": b, "udev@/a.sock": again}
+    assert not registry.discard(a)  # replaced: discarding the old one changes nothing
+    assert registry.discard(b)  # one going away takes only itself
+    assert registry.endpoints("udev") == {"udev@/a.sock": again}
+    registry.remove("udev", "udev@/a.sock")
+    assert registry.names() == []
+    assert registry.endpoints("udev") == {}
 
 
 def test_fixed_handler_satisfies_the_protocol() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from devplace.api import devices
 from devplace.sim import Fleet
 
 __all__ = [
@@ -68,7 +69,7 @@ def cl_holder_node(holder: str) -> str | None:
 
 def il(fleet: Fleet, instance: dict[str, Any]) -> str:
     """The Instance-level resource name of an Instance."""
-    return f"{fleet.resource_prefix}/{instance['metadata']['name']}"
+    return devices.resource_name(instance["apiVersion"], instance["metadata"]["name"], fleet.resource_prefix)
 
 
 BROKER: dict[str, Any] = {

@@ -76,7 +76,7 @@ async def test_per_node_capacity_bounds_running_brokers_and_a_pending_one_takes_
         assert pending is not None
         assert not pending["spec"].get("nodeName")
         assert scheduled_message(pending) == (
-            f"0/3 nodes are available: 2 node(s) didn't match node selector, 1 insufficient devplace.io/{name}."
+            f"0/3 nodes are available: 2 node(s) didn't match node selector, 1 insufficient akri.sh/{name}."
         )
         config = await fleet.get("Configuration", "cams")
         assert config is not None
@@ -179,7 +179,7 @@ async def test_job_strategy_one_job_per_instance_gone_with_its_device():
         jobs = await owned(fleet, "Job", "cams")
         assert [j["metadata"]["name"] for j in jobs] == [f"{n}-1-job" for n in names]
         limits = jobs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-        assert limits == {f"devplace.io/{names[0]}": "1"}
+        assert limits == {f"akri.sh/{names[0]}": "1"}
         assert await brokers(fleet, "cams") == {}
 
         fleet.unplug("cam-1")
@@ -235,14 +235,14 @@ async def test_configuration_strategy_pods_ask_for_the_configuration_resource_an
         assert found[running_pod] == ("Running", "node-b")
         pod = await fleet.get("Pod", running_pod)
         assert pod is not None
-        assert pod["spec"]["containers"][0]["resources"]["limits"] == {"devplace.io/cams": "2"}
+        assert pod["spec"]["containers"][0]["resources"]["limits"] == {"akri.sh/cams": "2"}
         held_by = await holders(fleet, "cams")
         assert len(held_by) == 2
         assert all(h.startswith("C:") and h.endswith(":node-b") for h in held_by)
         [waiting] = [p for p, (phase, _) in found.items() if phase == "Pending"]
         pending = await fleet.get("Pod", waiting)
         assert pending is not None
-        assert scheduled_message(pending) == "0/2 nodes are available: 2 insufficient devplace.io/cams."
+        assert scheduled_message(pending) == "0/2 nodes are available: 2 insufficient akri.sh/cams."
 
         fleet.plug("cam-4", ["node-a"])  # node-a now sees two: the waiting replica runs there
         await fleet.settle()
@@ -276,7 +276,7 @@ async def test_static_pool_seed_002_five_cameras_three_nodes_pool_of_three():
         assert sorted(await holders(fleet, "cams")) == [node, node, node]  # one slot of each member, on its node
         pod = await fleet.get("Pod", pod_name)
         assert pod is not None
-        assert pod["spec"]["containers"][0]["resources"]["limits"] == {f"devplace.io/{m}": "1" for m in members}
+        assert pod["spec"]["containers"][0]["resources"]["limits"] == {f"akri.sh/{m}": "1" for m in members}
         config = await fleet.get("Configuration", "cams")
         assert config is not None
         assert [c["reason"] for c in config["status"].get("conditions", []) if c.get("reason") == "PoolIncomplete"]
@@ -421,7 +421,7 @@ async def test_group_one_high_memory_gpu_by_class_and_two_cameras_per_broker_on_
         [pod_name] = found
         pod = await fleet.get("Pod", pod_name)
         assert pod is not None
-        assert pod["spec"]["containers"][0]["resources"]["limits"] == {f"devplace.io/{m}": "1" for m in members}
+        assert pod["spec"]["containers"][0]["resources"]["limits"] == {f"akri.sh/{m}": "1" for m in members}
         by_name = {i["metadata"]["name"]: i for i in await fleet.list("Instance")}
         assert [list(held(by_name[m]).values()) for m in members] == [["node-b"]] * 3
 

@@ -111,8 +111,8 @@ async def test_seed_003_user_story_submit_filter_select_annotate_allocate_run_de
         assert held(by_name[gpus["gpu-3"]]) == held(by_name[gpus["gpu-4"]]) == {}
         allocation = fleet.kubelet("node-a").allocations()["default", "trainer"]
         assert allocation.containers[0].devices == {
-            f"devplace.io/{gpus['gpu-1']}": [f"{gpus['gpu-1']}-0"],
-            f"devplace.io/{gpus['gpu-2']}": [f"{gpus['gpu-2']}-0"],
+            f"akri.sh/{gpus['gpu-1']}": [f"{gpus['gpu-1']}-0"],
+            f"akri.sh/{gpus['gpu-2']}": [f"{gpus['gpu-2']}-0"],
         }
         assert await class_status(fleet, "nvidia.high.mem") == {"allocatable": "3", "requested": "2"}
 
@@ -131,9 +131,9 @@ async def test_seed_003_user_story_submit_filter_select_annotate_allocate_run_de
         assert held(by_name[gpus["gpu-4"]]) == {f"{gpus['gpu-4']}-0": "node-c"}
         assert await class_status(fleet, "nvidia.high.mem") == {"allocatable": "3", "requested": "1"}
         assert fleet.available("node-a") == {
-            "devplace.io/gpus": 2,
-            f"devplace.io/{gpus['gpu-1']}": 1,
-            f"devplace.io/{gpus['gpu-2']}": 1,
+            "akri.sh/gpus": 2,
+            f"akri.sh/{gpus['gpu-1']}": 1,
+            f"akri.sh/{gpus['gpu-2']}": 1,
         }
 
         await fleet.delete("Pod", "inference")

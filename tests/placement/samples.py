@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import io
+import tarfile
 from typing import Any
+
+import yaml
 
 from devplace.api import fleet
 from devplace.api.quantity import Quantity
@@ -303,3 +307,40 @@ def need(name: str, requests: str | None = None, limits: str | None = None, **kw
 def label(key: str, value: str, **kw: Any) -> Requirement:
     """A non-allocatable (node label) requirement: `label("turbo", "on")`."""
     return Requirement(key, f"{key}-label", allocatable=False, value=value, **kw)
+
+
+def chart_archive(chart: str, templates: dict[str, str], *, extra: dict[str, str] | None = None) -> bytes:
+    """A Helm chart archive (.tgz) as `helm package` lays it out: `<chart>/Chart.yaml`, `<chart>/values.yaml`,
+    `<chart>/templates/<file>` for each template text, plus any `extra` files (path relative to the chart)."""
+    files = {
+        "Chart.yaml": f"apiVersion: v2\nname: {chart}\nversion: 0.1.0\n",
+        "values.yaml": "replicaCount: 1\n",
+        **{f"templates/{name}": text for name, text in templates.items()},
+        **(extra or {}),
+    }
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        for path, text in files.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(f"{chart}/{path}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def kubeconfig(server: str, cluster: str = "member") -> str:
+    """A kubeconfig whose current context points at `server`."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster, "cluster": {"server": server}}],
+            "contexts": [{"name": f"{cluster}-admin", "context": {"cluster": cluster, "user": "admin"}}],
+            "current-context": f"{cluster}-admin",
+            "users": [{"name": "admin", "user": {"token": "not-used"}}],
+        }
+    )
+
+
+def manifests_text(*objs: Obj) -> str:
+    return yaml.safe_dump_all(objs, sort_keys=False)

@@ -55,7 +55,7 @@ def catalog(any_store: Store) -> Catalog:
     return Catalog(any_store, clock=SystemClock())
 
 
-async def test_objects_round_trip_as_emco_bodies(catalog: Catalog) -> None:
+async def test_objects_come_back_exactly_as_they_were_sent(catalog: Catalog) -> None:
     await build(catalog, 4)
     body = {
         "metadata": {"name": "fwall-hpa-intent", "description": "d", "userData1": "foo", "userData2": "bar"},
@@ -64,8 +64,9 @@ async def test_objects_round_trip_as_emco_bodies(catalog: Catalog) -> None:
     await catalog.create(fleet.HPA_INTENT, DIG, {**body, "metadata": {**body["metadata"], "name": "second"}})
     assert await catalog.get(fleet.HPA_INTENT, (*DIG, "second")) == {
         "metadata": {"name": "second", "description": "d", "userData1": "foo", "userData2": "bar"},
-        "spec": {"app": "fwall"},
+        "spec": {"appName": "fwall"},
     }
+    assert await catalog.get(fleet.PROJECT, P) == {"metadata": {"name": "my-proj1"}}  # no defaults added
     listed = await catalog.list_bodies(fleet.HPA_INTENT, DIG)
     assert [b["metadata"]["name"] for b in listed] == ["fwall-hpa-intent", "second"]
     assert [b["metadata"]["name"] for b in await catalog.list_bodies(fleet.PROJECT, ())] == ["my-proj1"]
@@ -156,9 +157,7 @@ async def test_an_allocatable_requirement_needs_the_consumers_container(catalog:
     labels_only = (*INTENT, "labels-only")
     label = {**meta("turbo"), "spec": {"allocatable": False, "name": "turbo", "value": "true"}}
     await catalog.create(fleet.HPA_REQUIREMENT, labels_only, label)  # labels need no container
-    with pytest.raises(
-        errors.Invalid, match=r"spec.allocatable: hpa resource consumer 'labels-only' has no container-name"
-    ):
+    with pytest.raises(errors.Invalid, match=r"spec.allocatable: hpa resource consumer 'labels-only' has no container"):
         await catalog.create(fleet.HPA_REQUIREMENT, labels_only, cpu())
 
 

@@ -33,7 +33,7 @@ def req(**spec: Any) -> fleet.HpaRequirementBody:
     ],
 )
 def test_amounts_become_exact_quantities(spec: dict[str, Any], requests: str | None, limits: str | None) -> None:
-    got = fleet.requirement_quantities(req(**spec).spec)
+    got = fleet.requirement_quantities(req(**spec).need)
     assert got == (None if requests is None else Quantity(requests), None if limits is None else Quantity(limits))
 
 
@@ -113,12 +113,7 @@ def test_consumer_bodies_follow_the_seed() -> None:
             },
         }
     )
-    assert body.spec.consumer.container_name == "fw"
-    assert body.to_wire()["spec"]["consumer"]["container-name"] == "fw"
-    with pytest.raises(errors.Invalid, match="a Job is served as 'batch/v1'"):
-        fleet.HpaConsumerBody.parse(
-            {"metadata": {"name": "j"}, "spec": {"consumer": {"apiVersion": "apps/v1", "kind": "Job", "name": "j"}}}
-        )
+    assert body.workload == fleet.Workload("apps/v1", "StatefulSet", "core-fwall", "fw", None)
     with pytest.raises(errors.Invalid, match="a DaemonSet has no replica count"):
         fleet.HpaConsumerBody.parse(
             {
@@ -212,3 +207,227 @@ def test_store_names_are_valid_and_distinct_per_path(path: list[str]) -> None:
     other = fleet.HPA_REQUIREMENT.store_name((*path[:-1], path[-1] + "x"))
     assert other != name
     assert fleet.HPA_INTENT.store_name(tuple(path[:5])) != fleet.HPA_CONSUMER.store_name((*path[:5], ""))
+
+
+# -- dialects: every accepted spelling means the same thing ----------------------------------------------------------
+
+SEED = "seed"
+EMCO21 = "21.x"
+EMCO22 = "22.x"
+
+CONSUMERS: list[tuple[str, dict[str, Any], fleet.Workload]] = [
+    (
+        SEED,
+        {"consumer": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api-server", "container-name": "nginx"}},
+        fleet.Workload("apps/v1", "Deployment", "api-server", "nginx", None),
+    ),
+    (
+        SEED,
+        {
+            "consumer": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "containerName": "pg"},
+            "replicas": 3,
+        },
+        fleet.Workload("apps/v1", "StatefulSet", "db", "pg", 3),
+    ),
+    (
+        EMCO21,
+        {"api-version": "v19", "kind": "Deployment", "replicas": 2, "name": "r1-http-client", "container-name": "c"},
+        fleet.Workload("v19", "Deployment", "r1-http-client", "c", 2),
+    ),
+    (
+        EMCO22,
+        {"apiVersion": "1.19", "kind": "Deployment", "name": "HttpClient", "container": "HttpClientContainer"},
+        fleet.Workload("1.19", "Deployment", "HttpClient", "HttpClientContainer", None),
+    ),
+    (EMCO22, {"name": "labels-only"}, fleet.Workload("apps/v1", "Deployment", "labels-only", None, None)),
+    (EMCO22, {"kind": "Job", "name": "batch"}, fleet.Workload("batch/v1", "Job", "batch", None, None)),
+]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "spec", "workload"), CONSUMERS, ids=[f"{d}-{i}" for i, (d, _, _) in enumerate(CONSUMERS)]
+)
+def test_every_consumer_spelling_names_the_same_workload(
+    dialect: str, spec: dict[str, Any], workload: fleet.Workload
+) -> None:
+    body = fleet.HpaConsumerBody.parse({"metadata": {"name": "c"}, "spec": spec})
+    assert isinstance(body, fleet.SeedConsumerBody if dialect == SEED else fleet.FlatConsumerBody)
+    assert body.workload == workload
+
+
+def test_emco_workload_names_map_to_kubernetes_names_deterministically() -> None:
+    body = fleet.HpaConsumerBody.parse(
+        {"metadata": {"name": "c"}, "spec": {"apiVersion": "v19", "name": "HttpClient", "container": "Http_Client"}}
+    )
+    assert (body.workload.object_name, body.workload.container_name) == ("httpclient", "http-client")
+    assert fleet.kube_name("r1-http-client") == "r1-http-client"  # a Kubernetes name stays as it is
+    assert fleet.kube_name("a.b-c") == "a.b-c"
+    assert fleet.kube_name("a.b", label=True) == "a-b"  # a container name is a DNS label: no dots
+
+
+@given(st.text(min_size=1, max_size=80))
+def test_kube_names_are_valid_or_empty_and_stable(name: str) -> None:
+    derived = fleet.kube_name(name)
+    assert derived == "" or names.dns1123_subdomain_problem(derived) is None
+    assert fleet.kube_name(derived) == derived
+    label = fleet.kube_name(name, label=True)
+    assert label == "" or names.dns1123_label_problem(label) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"apiVersion": "v1", "kind": "Service", "name": "s"}, "spec.kind"),
+        ({"apiVersion": "v1", "kind": "Deployment"}, "spec.name"),
+        ({"apiVersion": "v1", "kind": "Deployment", "name": "___"}, "spec.name"),
+        ({"apiVersion": "v1", "kind": "Deployment", "name": "d", "container": ""}, "spec.container"),
+        ({"apiVersion": "", "kind": "Deployment", "name": "d"}, "spec.apiVersion"),
+        ({"kind": "DaemonSet", "name": "d", "replicas": 2}, "spec.replicas"),
+        ({"name": "d", "replicas": 0}, "spec.replicas"),
+        ({"name": "d", "containers": "x"}, "spec.containers"),
+        ({"consumer": {"kind": "Deployment", "name": "d"}}, "spec.consumer.apiVersion"),
+    ],
+)
+def test_consumer_errors_name_the_field_as_the_client_spelled_it(spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(errors.Invalid) as info:
+        fleet.HpaConsumerBody.parse({"metadata": {"name": "c"}, "spec": spec})
+    assert info.value.fields[0].path == field
+
+
+REQUIREMENTS: list[tuple[str, dict[str, Any], fleet.Need]] = [
+    (
+        SEED,
+        {"mandatory": True, "allocatable": True, "name": "cpu", "requests": 4, "limits": 4},
+        fleet.Need("cpu", True, None, True, 4, 4),
+    ),
+    (
+        SEED,
+        {"mandatory": False, "weight": 9, "allocatable": True, "name": "nvidia.com/gpu", "limits": 1},
+        fleet.Need("nvidia.com/gpu", False, 9, True, None, 1),
+    ),
+    (SEED, {"name": "turbo", "value": "on"}, fleet.Need("turbo", True, None, False, value="on")),
+    (
+        EMCO22,
+        {
+            "allocatable": True,
+            "mandatory": True,
+            "weight": 1,
+            "resource": {"name": "cpu", "requests": 10, "limits": 10},
+        },
+        fleet.Need("cpu", True, 1, True, 10, 10, prefix="spec.resource"),
+    ),
+    (
+        EMCO21,
+        {"allocatable": True, "resource": {"name": "memory", "requests": 1000, "units": "MB"}},
+        fleet.Need("memory", True, None, True, 1000, None, "MB", prefix="spec.resource"),
+    ),
+    (
+        EMCO21,
+        {
+            "allocatable": False,
+            "mandatory": True,
+            "weight": 1,
+            "resource": {"key": "feature.node.kubernetes.io/intel_qat", "value": "true"},
+        },
+        fleet.Need(
+            "feature.node.kubernetes.io/intel_qat",
+            True,
+            1,
+            False,
+            value="true",
+            prefix="spec.resource",
+            name_field="key",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "spec", "need"), REQUIREMENTS, ids=[f"{d}-{i}" for i, (d, _, _) in enumerate(REQUIREMENTS)]
+)
+def test_every_requirement_spelling_states_the_same_need(dialect: str, spec: dict[str, Any], need: fleet.Need) -> None:
+    body = fleet.HpaRequirementBody.parse({"metadata": {"name": "r"}, "spec": spec})
+    assert isinstance(body, fleet.SeedRequirementBody if dialect == SEED else fleet.EmcoRequirementBody)
+    assert body.need == need
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "reason"),
+    [
+        (
+            {"allocatable": True, "resource": {"name": "cpu", "requests": 4, "limits": 2}},
+            "spec.resource.requests",
+            "exceed",
+        ),
+        ({"allocatable": True, "resource": {"name": "cpu"}}, "spec.resource.requests", "requests or limits"),
+        ({"allocatable": True, "resource": {"name": "cpu", "requests": True}}, "spec.resource.requests", "boolean"),
+        (
+            {"allocatable": True, "resource": {"name": "cpu", "requests": 1, "units": "MB"}},
+            "spec.resource.units",
+            "unknown unit",
+        ),
+        ({"allocatable": True, "resource": {"key": "a", "value": "b"}}, "spec.resource", "allocatable is true"),
+        ({"allocatable": False, "resource": {"name": "cpu", "requests": 1}}, "spec.resource", "allocatable is false"),
+        ({"allocatable": False, "resource": {"key": "a"}}, "spec.resource.value", "Field required"),
+        ({"allocatable": False, "resource": {"key": "a", "value": "not ok"}}, "spec.resource.value", "at most 63"),
+        ({"allocatable": False, "resource": {"key": "bad key", "value": "v"}}, "spec.resource.key", "name part"),
+        ({"resource": {"name": "cpu", "requests": 1}}, "spec.allocatable", "Field required"),
+        ({"allocatable": True, "weight": 11, "resource": {"name": "cpu", "requests": 1}}, "spec.weight", "less than"),
+    ],
+)
+def test_emco_requirement_errors_name_the_field_as_sent(spec: dict[str, Any], field: str, reason: str) -> None:
+    with pytest.raises(errors.Invalid) as info:
+        fleet.HpaRequirementBody.parse({"metadata": {"name": "r"}, "spec": spec})
+    assert info.value.fields[0].path == field
+    assert reason in info.value.fields[0].reason
+
+
+APP_INTENT = ("web", "p", "edge")
+
+
+def _target(b: Any) -> tuple[str, str, str | None]:
+    return (b.spec.app, b.spec.intent.all_of[0].cluster_provider, b.spec.intent.all_of[0].cluster_label)
+
+
+@pytest.mark.parametrize(
+    ("level", "body", "read", "expected"),
+    [
+        (fleet.HPA_INTENT, {"spec": {"app": "fwall"}}, lambda b: b.spec.app, "fwall"),
+        (fleet.HPA_INTENT, {"spec": {"appName": "fwall"}}, lambda b: b.spec.app, "fwall"),
+        (fleet.HPA_INTENT, {"spec": {"app-name": "fwall"}}, lambda b: b.spec.app, "fwall"),
+        (fleet.COMPOSITE_APP, {"spec": {"compositeAppVersion": "v1"}}, lambda b: b.version, "v1"),
+        (fleet.COMPOSITE_APP, {"spec": {"version": "v1"}}, lambda b: b.version, "v1"),
+        (
+            fleet.GENERIC_APP_INTENT,
+            {"spec": {"app": "web", "intent": {"allOf": [{"clusterProvider": "p", "clusterLabel": "edge"}]}}},
+            _target,
+            APP_INTENT,
+        ),
+        (
+            fleet.GENERIC_APP_INTENT,
+            {"spec": {"app-name": "web", "intent": {"allOf": [{"provider-name": "p", "cluster-label-name": "edge"}]}}},
+            _target,
+            APP_INTENT,
+        ),
+        (fleet.CLUSTER, {"spec": {"gitOps": {"gitOpsType": "azureArc"}}}, lambda b: (b.nodes, b.endpoint), ([], None)),
+        (fleet.CLUSTER, {}, lambda b: (b.nodes, b.endpoint), ([], None)),
+        (
+            fleet.DEPLOYMENT_INTENT,
+            {"spec": {"intent": {"genericPlacementIntent": "gpi"}}},
+            lambda b: b.spec.intent,
+            {"genericPlacementIntent": "gpi"},
+        ),
+    ],
+)
+def test_other_bodies_accept_every_release_spelling(
+    level: fleet.Level, body: dict[str, Any], read: Any, expected: Any
+) -> None:
+    assert read(level.body.parse({"metadata": {"name": "x"}, **body})) == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"clusterLabel": "edge"}, {"label-name": "edge"}, {"metadata": {"name": ""}, "clusterLabel": "edge"}],
+)
+def test_cluster_label_bodies_of_every_release(body: dict[str, Any]) -> None:
+    assert fleet.ClusterLabelBody.model_validate(body).cluster_label == "edge"

@@ -48,13 +48,30 @@ async def test_plan_places_the_seed_example_without_committing(seeded: Placement
     for app in doc["apps"]:
         for resource in app["resources"]:
             kubernetes_validate.validate(resource["manifest"], "1.37.0", strict=True)
-    assert await seeded.status(DIG_PATH) == {"state": "Created", "dryRun": False, "apps": [], "errors": []}
+    status = await seeded.status(DIG_PATH)
+    assert [a["state"] for a in status["states"]["actions"]] == ["Created"]  # a dry run commits nothing
+    assert "placement" not in status
+
+
+async def test_instantiating_before_approval_is_refused_as_emco_does(seeded: PlacementService) -> None:
+    with pytest.raises(errors.Refused, match='"my-dig1" must be approved before it is instantiated'):
+        await seeded.instantiate(DIG_PATH)
+    status = await seeded.status(DIG_PATH)
+    assert [a["state"] for a in status["states"]["actions"]] == ["Created"]
+    assert "placement" not in status  # nothing was evaluated or written
 
 
 async def test_instantiate_commits_and_status_shows_it(seeded: PlacementService) -> None:
+    assert (await seeded.approve(DIG_PATH))["state"] == "Approved"
     doc = await seeded.instantiate(DIG_PATH)
     assert doc["state"] == "Instantiated"
-    assert await seeded.status(DIG_PATH) == doc
+    status = await seeded.status(DIG_PATH)
+    assert status["placement"] == doc
+    assert [(a["state"], a["instance"]) for a in status["states"]["actions"]] == [
+        ("Created", ""),
+        ("Approved", ""),
+        ("Instantiated", "1"),
+    ]
     with pytest.raises(errors.Refused, match="already instantiated; terminate it first"):
         await seeded.instantiate(DIG_PATH)
     with pytest.raises(errors.Refused, match="is instantiated"):
@@ -64,14 +81,16 @@ async def test_instantiate_commits_and_status_shows_it(seeded: PlacementService)
     assert all(a["resources"] == [] for a in terminated["apps"])
     with pytest.raises(errors.Refused, match=r"is not instantiated \(state Terminated\)"):
         await seeded.terminate(DIG_PATH)
-    assert (await seeded.approve(DIG_PATH))["state"] == "Approved"
-    assert (await seeded.instantiate(DIG_PATH))["state"] == "Instantiated"
+    assert (await seeded.instantiate(DIG_PATH))["state"] == "Instantiated"  # a terminated group needs no approval
+    actions = (await seeded.status(DIG_PATH))["states"]["actions"]
+    assert [(a["state"], a["instance"]) for a in actions][-2:] == [("Terminated", "1"), ("Instantiated", "2")]
 
 
 async def test_a_failed_instantiation_is_recorded_and_refused() -> None:
     service = PlacementService(MemoryStore())
     without_qat = {k: v for k, v in SEED_CLUSTERS.items() if k != "cluster-3"}
     await build_seed(service.catalog, without_qat)
+    await service.approve(DIG_PATH)
     with pytest.raises(errors.Refused) as info:
         await service.instantiate(DIG_PATH)
     assert info.value.message == (
@@ -85,9 +104,11 @@ async def test_a_failed_instantiation_is_recorded_and_refused() -> None:
         "edge/cluster-7: no node has intel.com/qat >= 1 (max 0) for logger"
     )
     status = await service.status(DIG_PATH)
-    assert status["state"] == "Failed"
-    assert all(a["resources"] == [] for a in status["apps"])
-    assert app_of(status, "analytics")["rejected"][-1] == {
+    assert [a["state"] for a in status["states"]["actions"]] == ["Created", "Approved"]  # still approved: retry
+    placement = status["placement"]
+    assert placement["state"] == "Failed"
+    assert all(a["resources"] == [] for a in placement["apps"])
+    assert app_of(placement, "analytics")["rejected"][-1] == {
         "clusterProvider": "edge",
         "cluster": "cluster-7",
         "reason": "no node has intel.com/qat >= 1 (max 0) for logger",
@@ -145,10 +166,11 @@ async def test_instantiation_never_commits_a_decision_made_from_stale_intents() 
     await build_seed(catalog)
     meddler = Meddler(catalog)
     service = PlacementService(store, controllers=[GenericPlacement(), HpaPlacement(), meddler])
+    await service.approve(DIG_PATH)
     doc = await service.instantiate(DIG_PATH)
     assert len(meddler.calls) == 2  # the first decision lost its CAS and was made again
     assert clusters_of(doc, "fwall") == ["cluster-2"]
-    assert clusters_of(await service.status(DIG_PATH), "fwall") == ["cluster-2"]
+    assert clusters_of((await service.status(DIG_PATH))["placement"], "fwall") == ["cluster-2"]
 
 
 async def test_intents_that_cannot_apply_fail_before_placement(seeded: PlacementService) -> None:

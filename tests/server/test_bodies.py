@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from devplace import errors
 from devplace.api.manifests import json_tree
-from devplace.server.bodies import decode_body
+from devplace.server.bodies import decode_body, decode_value
 from devplace.server.errors import http_status
 
 json_values = st.recursive(
@@ -58,7 +58,7 @@ def test_keys_that_collide_as_json_text_are_refused() -> None:
         (b"   \n", None, "the request body is empty"),
         (b"{not json", "application/json", "not valid JSON"),
         (b"\xff\xfe{}", "application/json", "not UTF-8"),
-        (b"key: [unclosed", "application/yaml", "not valid YAML at line 1"),
+        (b"key: [unclosed", "application/yaml", "(while parsing a flow sequence at line 1)"),
         (b"{: [", None, "not valid JSON or YAML"),
         (b"[1, 2]", "application/json", "must be a JSON or YAML object, not a list"),
         (b"just words", None, "must be a JSON or YAML object, not a str"),
@@ -91,3 +91,54 @@ def test_values_json_cannot_hold_are_refused_at_their_path(text: bytes, path: st
 
 def test_a_datetime_becomes_iso_text() -> None:
     assert json_tree({"t": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)}) == {"t": "2026-01-02T03:04:05+00:00"}
+
+
+# -- hostile bodies: depth, duplicate keys, lone surrogates ---------------------------------------------------------
+
+_steps = st.lists(st.one_of(st.just(0), st.text(max_size=4)), min_size=1, max_size=8)
+
+
+@given(_steps, st.sampled_from([101, 150, 990, 1200, 3000]))
+def test_a_json_body_past_the_depth_limit_names_where_whatever_its_depth(steps: list[int | str], levels: int) -> None:
+    """Up to about 990 levels the decoder builds the tree and the tree walk finds the place; deeper, the decoder
+    gives up first and a scan of the text finds it: both name the same path (that of the 101st level)."""
+    path = [steps[i % len(steps)] for i in range(levels)]
+    text = ""
+    for step in path:
+        text += "[" if step == 0 else "{" + json.dumps(step) + ":"
+    text += "null" + "".join("]" if step == 0 else "}" for step in reversed(path))
+    with pytest.raises(errors.Malformed) as caught:
+        decode_value(text.encode(), "application/json")
+    expected = ""
+    for step in path[:100]:
+        expected += "[0]" if step == 0 else (f".{step}" if expected else str(step))
+    assert [f.path for f in caught.value.fields] == [expected]
+    assert "nested deeper than 100 levels" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "key"),
+    [
+        (b'{"a": {"x": 1, "x": 2}, "b": {"y": 1, "y": 1}}', "a", "x"),
+        (b'{"a": [{"q": 1}, {"q\\"": 1, "q\\"": 2}]}', "a[1]", 'q"'),
+        (b'{"k": 1, "k": 2}', "", "k"),
+        (b'[{"k": [], "k": []}]', "[0]", "k"),
+    ],
+)
+def test_the_first_key_given_twice_is_named_with_its_path(text: bytes, path: str, key: str) -> None:
+    with pytest.raises(errors.Malformed) as caught:
+        decode_value(text, "application/json")
+    assert [(f.path, f.reason) for f in caught.value.fields] == [(path, f"duplicate key {key!r}")]
+
+
+def test_a_json_patch_list_decodes_though_a_write_body_must_be_an_object() -> None:
+    patch = b'[{"op": "replace", "path": "/data/k", "value": "v"}]'
+    assert decode_value(patch, "application/json-patch+json") == json.loads(patch)
+    with pytest.raises(errors.Malformed, match="not a list"):
+        decode_body(patch, "application/json-patch+json")
+
+
+@pytest.mark.parametrize("text", [b'{"a": "\\ud800"}', b'{"\\udc00": 1}', b'a: "\\ud800"\n'])
+def test_a_lone_surrogate_is_refused(text: bytes) -> None:
+    with pytest.raises(errors.Malformed, match=r"lone surrogate|invalid Unicode character"):  # JSON's, libyaml's
+        decode_value(text, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from devplace.server.app import create_app
 from devplace.store import MemoryStore
+from tests.placement.samples import chart_archive, manifests_text, workload
 
 P = "/v2/projects/p"
 CA = f"{P}/composite-apps/ca/v1"
@@ -43,6 +45,7 @@ BODIES: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     (f"{CONSUMER}/resource-requirements", {"metadata": {"name": "r"}, "spec": {"name": "cpu", "requests": 1}}),
+    (f"{DIG}/intents", {"metadata": {"name": "di"}, "spec": {"intent": {"genericPlacementIntent": "gpi"}}}),
     ("/v2/cluster-providers", {"metadata": {"name": "cp"}}),
     (
         f"{CP}/clusters",
@@ -97,19 +100,19 @@ async def test_every_collection_supports_the_five_verbs(client: httpx2.AsyncClie
         assert [b["metadata"]["name"] for b in listed.json()] == [body["metadata"]["name"]]
         got = await client.get(item)
         assert got.status_code == 200
-        assert got.json()["metadata"] == {"description": "", "userData1": "", "userData2": "", **body["metadata"]}
+        assert got.json() == body  # exactly what was sent: no defaults added
         changed = {**body, "metadata": {**body["metadata"], "description": "changed"}}
         put = await client.put(item, json=changed)
-        assert put.status_code == 200, put.text
-        assert (await client.get(item)).json()["metadata"]["description"] == "changed"
+        assert (put.status_code, put.json()) == (200, changed), put.text
+        assert (await client.get(item)).json() == changed
         deleted = await client.delete(item)
         assert (deleted.status_code, deleted.content) == (204, b"")
         assert (await client.get(item)).status_code == 404
 
 
-async def test_put_creates_a_missing_object(client: httpx2.AsyncClient) -> None:
+async def test_put_creates_a_missing_object_and_answers_200_as_emco(client: httpx2.AsyncClient) -> None:
     r = await client.put("/v2/projects/fresh", json={"metadata": {"name": "fresh"}})
-    assert r.status_code == 201
+    assert r.status_code == 200
     assert (await client.get("/v2/projects/fresh")).status_code == 200
 
 
@@ -229,7 +232,7 @@ async def test_parents_with_children_refuse_put_and_delete(client: httpx2.AsyncC
         (
             f"{CP}/clusters",
             {"metadata": {"name": "c2"}, "spec": {"nodes": [{"name": "n", "allocatable": {"cpu": "1K"}}]}},
-            "spec.nodes.0.allocatable",
+            "spec.nodes[0].allocatable",
         ),
     ],
 )
@@ -256,7 +259,7 @@ async def test_an_allocatable_requirement_without_a_container_is_400(client: htt
         json={"metadata": {"name": "r"}, "spec": {"name": "cpu", "requests": 1}},
     )
     assert r.status_code == 400
-    assert "container-name" in r.json()["message"]
+    assert "has no container, which is required once an allocatable requirement exists" in r.json()["message"]
 
 
 @pytest.mark.parametrize(
@@ -296,6 +299,7 @@ async def test_plan_and_instantiate_accept_an_empty_body(client: httpx2.AsyncCli
     assert (await client.post(f"{DIG}/plan", json={})).status_code == 200
     bare = f"{CA}/deployment-intent-groups/bare"  # no intents: the app goes to the one cluster
     assert (await client.post(f"{CA}/deployment-intent-groups", json={"metadata": {"name": "bare"}})).status_code == 201
+    assert (await client.post(f"{bare}/approve")).status_code == 202
     r = await client.post(f"{bare}/instantiate")
     assert r.status_code == 202, r.text
     assert [(a["name"], [c["cluster"] for c in a["clusters"]]) for a in r.json()["apps"]] == [("web", ["c1"])]
@@ -344,7 +348,7 @@ async def test_cluster_labels_are_added_listed_read_and_removed(client: httpx2.A
         assert (r.status_code, r.json()) == (201, {"clusterLabel": echoed})
     assert await labels_listed(client) == ["edge", "example.com/qat", "gpu=true", "zone=east"]
     cluster = (await client.get(f"{CP}/clusters/c1")).json()
-    assert cluster["metadata"]["labels"] == {"edge": "", "example.com/qat": "", "gpu": "true", "zone": "east"}
+    assert cluster == BODIES[-1][1]  # the cluster's body stays as it was sent; its labels live beside it
 
     assert (await client.get(f"{LABELS}/zone")).json() == {"clusterLabel": "zone=east"}  # the key, any value
     assert (await client.get(f"{LABELS}/zone=east")).json() == {"clusterLabel": "zone=east"}
@@ -435,3 +439,125 @@ async def test_a_label_added_over_the_api_is_what_the_next_plan_selects_by(clien
     after = (await client.post(f"{edge}/plan")).json()
     assert after["state"] == "Planned", after
     assert [c["cluster"] for c in after["apps"][0]["clusters"]] == ["c2"]
+
+
+# -- EMCO's other routes ------------------------------------------------------------------------------------------
+
+
+async def test_a_collection_delete_deletes_nothing_while_any_member_has_children(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    await client.post(f"{DIG}/hpa-intents", json={"metadata": {"name": "i2"}, "spec": {"app": "web"}})
+    refused = await client.delete(f"{DIG}/hpa-intents")
+    assert refused.status_code == 409
+    assert "cannot be deleted while it has hpa resource consumers ('c')" in refused.json()["message"]
+    assert [b["metadata"]["name"] for b in (await client.get(f"{DIG}/hpa-intents")).json()] == ["i", "i2"]
+    assert (await client.delete(f"{INTENT}/hpa-resource-consumers/c/resource-requirements")).status_code == 204
+    assert (await client.delete(f"{INTENT}/hpa-resource-consumers")).status_code == 204
+    assert (await client.delete(f"{DIG}/hpa-intents")).status_code == 204
+    assert (await client.get(f"{DIG}/hpa-intents")).json() == []
+    missing = await client.delete(f"{CA}/deployment-intent-groups/nope/hpa-intents")
+    assert (missing.status_code, missing.json()["message"]) == (404, 'deployment intent group "nope" not found')
+
+
+async def test_a_cluster_label_put_sets_it_and_must_name_the_url_label(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    r = await client.put(f"{LABELS}/zone=east", json={"clusterLabel": "zone=east"})
+    assert (r.status_code, r.json()) == (200, {"clusterLabel": "zone=east"})
+    r = await client.put(f"{LABELS}/zone=west", json={"metadata": {"name": ""}, "clusterLabel": "zone=west"})
+    assert r.status_code == 200
+    assert await labels_listed(client) == ["gpu=true", "zone=west"]  # one value per key
+    wrong = await client.put(f"{LABELS}/zone=east", json={"clusterLabel": "edge"})
+    assert (wrong.status_code, wrong.json()["message"]) == (
+        400,
+        "Invalid Input: clusterLabel: must match the URL (zone=east)",
+    )
+
+
+async def test_clusters_are_found_by_label(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    await client.post(f"{CP}/clusters", json={"metadata": {"name": "c2"}})
+    assert (await client.get(f"{CP}/clusters", params={"label": "gpu"})).json() == ["c1"]
+    assert (await client.get(f"{CP}/clusters", params={"label": "gpu=false"})).json() == []
+    listed = (await client.get(f"{CP}/clusters", params={"withLabels": "true"})).json()
+    assert listed == [
+        {"metadata": {"name": "c1", "labels": {"gpu": "true"}}, "labels": [{"clusterLabel": "gpu=true"}]},
+        {"metadata": {"name": "c2"}, "labels": []},
+    ]
+    bad = await client.get(f"{CP}/clusters", params={"withLabels": "maybe"})
+    assert (bad.status_code, bad.json()["message"]) == (
+        400,
+        "Invalid Input: withLabels: 'maybe' is not one of true, false",
+    )
+
+
+APP_BODY = {"metadata": {"name": "chart-app"}}
+
+
+def form(body: dict[str, Any], filename: str | None = None, data: bytes = b"") -> dict[str, Any]:
+    out: dict[str, Any] = {"data": {"metadata": json.dumps(body)}}
+    if filename is not None:
+        out["files"] = {"file": (filename, data)}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("url", "request_kw", "code", "message"),
+    [
+        (
+            f"{CA}/apps",
+            form(APP_BODY, "c.tgz", chart_archive("c", {"d.yaml": "metadata:\n  name: {{ .Release.Name }}\n"})),
+            400,
+            "Invalid Input: file: c/templates/d.yaml needs Helm's template engine ('{{' on line 2)",
+        ),
+        (
+            f"{CA}/apps",
+            form(
+                {**APP_BODY, "spec": {"manifests": [workload("Pod", "p", "c")]}},
+                "c.tgz",
+                chart_archive("c", {"d.yaml": manifests_text(workload("Pod", "p", "c"))}),
+            ),
+            400,
+            "Invalid Input: spec.manifests: give the app's manifests or a chart archive, not both",
+        ),
+        (
+            "/v2/projects",
+            form({"metadata": {"name": "p2"}}, "x", b"x"),
+            400,
+            "Invalid Input: file: a project takes no file",
+        ),
+        (
+            f"{CP}/clusters",
+            {"data": {"other": "x"}, "files": {"file": ("k", b"x")}},
+            400,
+            "Invalid Input: metadata: required",
+        ),
+        (f"{CP}/clusters", {"data": {"metadata": "{"}}, 422, "the metadata part is not valid JSON"),
+        (
+            f"{CP}/clusters",
+            form({"metadata": {"name": "c3"}}, "kubeconfig", b"clusters: []"),
+            400,
+            "Invalid Input: file: kubeconfig: no current-context, and not exactly one cluster to choose",
+        ),
+    ],
+)
+async def test_bad_multipart_registrations_are_refused_and_change_nothing(
+    client: httpx2.AsyncClient, url: str, request_kw: dict[str, Any], code: int, message: str
+) -> None:
+    await populate(client)
+    before = (await client.get(url)).json()
+    r = await client.post(url, **request_kw)
+    assert r.status_code == code, r.text
+    assert r.json()["message"].startswith(message), r.json()["message"]
+    assert (await client.get(url)).json() == before
+
+
+async def test_an_app_registered_with_a_chart_is_placed_from_its_templates(client: httpx2.AsyncClient) -> None:
+    await populate(client)
+    chart = chart_archive("c", {"web.yaml": manifests_text(workload("Deployment", "chart-web", "main"))})
+    r = await client.post(f"{CA}/apps", **form(APP_BODY, "c.tgz", chart))
+    assert (r.status_code, r.json()) == (201, APP_BODY)
+    assert (await client.get(f"{CA}/apps/chart-app")).json() == APP_BODY  # the body, not the chart
+    await client.post(f"{CA}/deployment-intent-groups", json={"metadata": {"name": "plain"}})
+    plan = (await client.post(f"{CA}/deployment-intent-groups/plain/plan")).json()
+    app = next(a for a in plan["apps"] if a["name"] == "chart-app")
+    assert [r["manifest"]["metadata"]["name"] for r in app["resources"]] == ["chart-web"]

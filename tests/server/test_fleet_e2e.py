@@ -115,7 +115,8 @@ async def test_the_seed_example_end_to_end(base_url: str) -> None:
         assert plan.status_code == 200
         doc = plan.json()
         assert (doc["state"], doc["dryRun"], doc["errors"]) == ("Planned", True, [])
-        assert (await client.get(f"{DIG}/status")).json()["state"] == "Created"  # a dry run commits nothing
+        status = (await client.get(f"{DIG}/status")).json()
+        assert [a["state"] for a in status["states"]["actions"]] == ["Created"]  # a dry run commits nothing
 
         fwall = app(doc, "fwall")
         assert fwall["clusters"] == [{"clusterProvider": "edge", "cluster": "cluster-1", "replicas": 2, "score": 9.0}]
@@ -141,11 +142,17 @@ async def test_the_seed_example_end_to_end(base_url: str) -> None:
         for entry in fwall["resources"] + analytics["resources"]:
             kubernetes_validate.validate(entry["manifest"], "1.37.0", strict=True)
 
+        early = await client.post(f"{DIG}/instantiate", json={})
+        assert (early.status_code, early.json()["message"]) == (
+            409,
+            'deployment intent group "my-dig1" must be approved before it is instantiated',
+        )
+        assert (await client.post(f"{DIG}/approve", json={})).status_code == 202
         instantiated = await client.post(f"{DIG}/instantiate", json={})
         assert instantiated.status_code == 202
         committed = instantiated.json()
         assert committed == {**doc, "state": "Instantiated", "dryRun": False}
-        assert (await client.get(f"{DIG}/status")).json() == committed
+        assert (await client.get(f"{DIG}/status")).json()["placement"] == committed
 
         again = await client.post(f"{DIG}/instantiate", json={})
         assert again.status_code == 409
@@ -172,6 +179,7 @@ async def test_an_unplaceable_app_fails_the_whole_instantiation(base_url: str) -
     clusters = {k: v for k, v in SEED_CLUSTERS.items() if k != "cluster-3"}
     async with httpx2.AsyncClient(base_url=base_url, timeout=30) as client:
         await register_seed(client, clusters)
+        assert (await client.post(f"{DIG}/approve", json={})).status_code == 202
         r = await client.post(f"{DIG}/instantiate", json={})
         assert r.status_code == 409
         message = r.json()["message"]
@@ -179,7 +187,7 @@ async def test_an_unplaceable_app_fails_the_whole_instantiation(base_url: str) -
             'instantiation of deployment intent group "my-dig1" failed: app analytics: needs 1 cluster'
         )
         assert f"edge/cluster-7: {NO_QAT}" in message
-        status = (await client.get(f"{DIG}/status")).json()
+        status = (await client.get(f"{DIG}/status")).json()["placement"]
         assert status["state"] == "Failed"
         assert [a["resources"] for a in status["apps"]] == [[], []]  # nothing deployable from a failed decision
         assert app(status, "fwall")["clusters"][0]["cluster"] == "cluster-1"  # what fwall alone would have got

@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.server.resources import (
-    Target,
-    delete_preconditions,
-    list_body,
-    prepare_write,
-    resolve,
-    watch_media_type,
-    watch_response,
-)
+from devplace.server.resources import Target, delete_preconditions, prepare_write, resolve
+from devplace.server.watches import watch_media_type, watch_response
 from devplace.store.base import Event
 
 
@@ -145,16 +138,6 @@ def test_delete_preconditions_refuse_malformed_values(
     assert caught.value.fields[0].path == field
 
 
-def test_list_body_is_a_kind_list_at_the_requested_group_version() -> None:
-    where = resolve("akri.sh/v0", "instances", None, None)
-    assert list_body(where, [], 12) == {
-        "kind": "InstanceList",
-        "apiVersion": "akri.sh/v0",
-        "metadata": {"resourceVersion": "12"},
-        "items": [],
-    }
-
-
 class _Stream:
     """A store watch stand-in: `events` to deliver, then `failure` (or the end); records entry and exit."""
 
@@ -261,3 +244,21 @@ async def test_the_response_exits_the_store_watch_when_the_client_leaves_before_
 )
 def test_watch_media_type_follows_the_accept_header(accept: str | None, expected: str) -> None:
     assert watch_media_type(accept) == expected
+
+
+def test_prepare_write_under_ignore_drops_unknown_fields_inside_lists_and_keeps_the_rest() -> None:
+    rc = {
+        "apiVersion": "devplace.io/v1alpha1",
+        "kind": "ResourceClass",
+        "metadata": {"name": "gpu"},
+        "spec": {"resourceSelector": [{"matchExpressions": [{"key": "Kind", "operator": "In", "values": ["gpu"]}]}]},
+    }
+    expression = {"key": "Kind", "operator": "In", "values": ["gpu"], "colour": "x"}
+    noisy = {**rc, "spec": {"resourceSelector": [{"matchExpressions": [expression]}]}}
+    where = resolve("devplace.io/v1alpha1", "resourceclasses", None, None)
+    warnings: list[str] = []
+    assert prepare_write(noisy, where, validation="Warn", warnings=warnings) == rc
+    assert warnings == ['unknown field "spec.resourceSelector[0].matchExpressions[0].colour"']
+    with pytest.raises(errors.Invalid) as caught:
+        prepare_write(noisy, where)
+    assert [f.path for f in caught.value.fields] == ["spec.resourceSelector[0].matchExpressions[0].colour"]

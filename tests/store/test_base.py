@@ -177,8 +177,10 @@ def test_check_revision_says_not_found_conflict_or_nothing() -> None:
         base.check_revision(key, 3, 2)
 
 
-@pytest.mark.parametrize(("precondition", "conflict"), [(None, False), ("3", False), ("2", True), ("03", True)])
-def test_check_delete_revision_compares_the_precondition_as_text(precondition: str | None, conflict: bool) -> None:
+@pytest.mark.parametrize(("precondition", "conflict"), [(None, False), ("3", False), ("2", True), ("4", True)])
+def test_check_delete_revision_compares_the_precondition_with_the_current_revision(
+    precondition: str | None, conflict: bool
+) -> None:
     key = Key("Node", "", "n")
     if conflict:
         with pytest.raises(errors.Conflict):
@@ -187,3 +189,66 @@ def test_check_delete_revision_compares_the_precondition_as_text(precondition: s
         base.check_delete_revision(key, 3, precondition)
     with pytest.raises(errors.NotFound):
         base.check_delete_revision(key, None, precondition)
+
+
+@pytest.mark.parametrize("precondition", ["03", " 3", "+3", "3_0", "\u0663", "-3", "", "9223372036854775808"])
+def test_a_delete_precondition_that_is_not_a_canonical_revision_is_invalid_before_anything_else(
+    precondition: str,
+) -> None:
+    key = Key("Node", "", "n")
+    for current in (3, None):  # refused whether or not the object exists
+        with pytest.raises(errors.Invalid) as caught:
+            base.check_delete_revision(key, current, precondition)
+        assert [f.path for f in caught.value.fields] == ["resourceVersion"]
+
+
+@pytest.mark.parametrize("raw", ["1", 1, "9223372036854775807"])
+def test_resource_version_of_reads_canonical_revisions(raw: object) -> None:
+    assert base.resource_version_of({"metadata": {"resourceVersion": raw}}) == int(str(raw))
+
+
+@pytest.mark.parametrize("raw", [" 1", "+1", "1_0", "01", "\u0661", "1.0", "9223372036854775808", True, 2**63, -1, 1.0])
+def test_resource_version_of_refuses_what_int_would_read_loosely(raw: object) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        base.resource_version_of({"metadata": {"resourceVersion": raw}})
+    assert [f.path for f in caught.value.fields] == ["metadata.resourceVersion"]
+
+
+@pytest.mark.parametrize(
+    ("since", "refused"), [(None, False), (0, False), (2**63 - 1, False), (-1, True), (2**63, True)]
+)
+def test_watch_since_is_a_revision_named_resource_version(since: int | None, refused: bool) -> None:
+    if refused:
+        with pytest.raises(errors.Invalid) as caught:
+            base.watch_since(since)
+        assert [f.path for f in caught.value.fields] == ["resourceVersion"]
+    else:
+        assert base.watch_since(since) == since
+
+
+def test_compaction_target_may_be_the_current_revision_but_not_beyond() -> None:
+    assert base.check_compact_target(5, 5) == 5
+    assert base.check_compact_target(0, 0) == 0
+    for target in (6, 2**63, -1):
+        with pytest.raises(errors.Invalid) as caught:
+            base.check_compact_target(target, 5)
+        assert [f.path for f in caught.value.fields] == ["revision"]
+    with pytest.raises(errors.Invalid, match="6 is beyond the current revision 5"):
+        base.check_compact_target(6, 5)
+
+
+def test_object_size_at_the_limit_passes_and_one_byte_more_is_too_large_naming_both() -> None:
+    key = Key("ConfigMap", "default", "big")
+    base.check_object_size(key, base.MAX_OBJECT_BYTES)
+    with pytest.raises(errors.TooLarge) as caught:
+        base.check_object_size(key, base.MAX_OBJECT_BYTES + 1)
+    assert "ConfigMap default/big" in caught.value.message
+    assert "1572864" in caught.value.message
+    assert base.MAX_OBJECT_BYTES == 1_572_864  # Kubernetes' (etcd's) 1.5 MiB
+
+
+def test_a_watch_from_the_future_is_gone_saying_too_large_and_relist() -> None:
+    err = base.future_revision(100_000, 6)
+    assert type(err) is errors.Gone
+    assert "too large resource version: 100000, current: 6" in err.message
+    assert "relist" in err.message

@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -29,6 +30,7 @@ from devplace import errors
 from devplace.api import selectors
 from devplace.clocks import FakeClock
 from devplace.store import Event, Store, cas
+from devplace.store.base import MAX_OBJECT_BYTES
 from tests.store.conftest import BACKENDS, MODEL_EXAMPLES, BackendFactory
 from tests.store.samples import WATCH_BOUND, configmap, node, pod, rv, summary, take
 
@@ -258,7 +260,10 @@ async def test_update_with_a_future_resource_version_fails_with_conflict(store: 
         await store.update(created)
 
 
-@pytest.mark.parametrize("version", [None, "", "abc", "-1"])
+# Each loose text but "abc" is one `int()` reads as the object's revision (1), or as another ("1_0" is 10).
+@pytest.mark.parametrize(
+    "version", [None, "", "abc", "-1", " 1", "1 ", "+1", "01", "1_0", "\u0661", "9223372036854775808", "1" * 5000]
+)
 async def test_update_without_a_usable_resource_version_is_invalid(store: Store, version: str | None) -> None:
     created = await store.create(configmap("a"))
     if version is None:
@@ -343,6 +348,18 @@ async def test_delete_with_a_stale_precondition_fails_with_conflict_and_keeps_th
         await store.delete("ConfigMap", "a", "default", resource_version=created["metadata"]["resourceVersion"])
     assert await store.get("ConfigMap", "a", "default") == updated
     assert await store.revision() == rv(updated)
+
+
+@pytest.mark.parametrize("precondition", [" 1", "+1", "01", "\u0661", "-1", "9223372036854775808"])
+async def test_delete_with_a_precondition_that_is_not_a_revision_is_invalid_and_keeps_the_object(
+    store: Store, precondition: str
+) -> None:
+    created = await store.create(configmap("a"))
+    with pytest.raises(errors.Invalid) as caught:
+        await store.delete("ConfigMap", "a", "default", resource_version=precondition)
+    assert [f.path for f in caught.value.fields] == ["resourceVersion"]
+    assert await store.get("ConfigMap", "a", "default") == created
+    assert await store.revision() == 1
 
 
 async def test_delete_of_a_missing_object_fails_with_not_found(store: Store) -> None:
@@ -620,10 +637,26 @@ async def test_watch_from_a_compacted_revision_raises_gone_at_entry(store: Store
         assert [e.revision for e in await take(stream, 2)] == [4, 5]
 
 
-async def test_compaction_beyond_the_current_revision_stops_at_it(store: Store) -> None:
+@pytest.mark.parametrize("target", [3, 100, 2**63 - 1, 2**63])
+async def test_compaction_beyond_the_current_revision_is_invalid_naming_revision_and_changes_nothing(
+    store: Store, target: int
+) -> None:
+    a = await store.create(configmap("a"))
+    b = await store.create(configmap("b"))
+    with pytest.raises(errors.Invalid) as caught:
+        await store.compact(target)
+    assert [f.path for f in caught.value.fields] == ["revision"]
+    if target == 3:
+        assert "3 is beyond the current revision 2" in caught.value.message
+    assert await store.revision() == 2
+    async with store.watch(since=0) as stream:  # nothing was compacted
+        assert [e.object for e in await take(stream, 2)] == [a, b]
+
+
+async def test_compaction_to_the_current_revision_keeps_watching_from_it(store: Store) -> None:
     await store.create(configmap("a"))
     await store.create(configmap("b"))
-    await store.compact(100)
+    await store.compact(2)
     assert await store.revision() == 2
     async with store.watch(since=2) as stream:
         c = await store.create(configmap("c"))
@@ -631,6 +664,62 @@ async def test_compaction_beyond_the_current_revision_stops_at_it(store: Store) 
     with pytest.raises(errors.Gone):
         async with store.watch(since=1):
             pytest.fail("entered a watch whose history was compacted")
+
+
+@pytest.mark.parametrize("since", [3, 100_000, 2**63 - 1])
+async def test_watch_from_a_revision_beyond_the_current_one_is_gone_at_entry(store: Store, since: int) -> None:
+    await store.create(configmap("a"))
+    await store.create(configmap("b"))
+    with pytest.raises(errors.Gone, match=r"(?i)too large resource version"):
+        async with store.watch(since=since):
+            pytest.fail("entered a watch from a revision the store has not reached")
+    async with store.watch(since=2) as stream:  # the head itself is fine, and later events arrive
+        c = await store.create(configmap("c"))
+        assert [e.object for e in await take(stream, 1)] == [c]
+
+
+@pytest.mark.parametrize("since", [-1, 2**63, 10**30])
+async def test_watch_from_a_negative_or_overflowing_revision_is_invalid_naming_resource_version(
+    store: Store, since: int
+) -> None:
+    await store.create(configmap("a"))
+    with pytest.raises(errors.Invalid) as caught:
+        async with store.watch(since=since):
+            pytest.fail("entered a watch from a revision that is no revision")
+    assert [f.path for f in caught.value.fields] == ["resourceVersion"]
+
+
+# -- object size ----------------------------------------------------------------------------------------------
+
+
+def _encoded_size(obj: dict) -> int:
+    return len(orjson.dumps(obj))
+
+
+async def test_an_object_up_to_the_size_limit_is_stored_and_one_byte_more_is_too_large(store: Store) -> None:
+    created = await store.create(configmap("big", x=""))
+    room = MAX_OBJECT_BYTES - _encoded_size(created)  # an update keeps every other byte (same revision width)
+    created["data"]["x"] = "a" * room
+    full = await store.update(created)
+    assert _encoded_size(full) == MAX_OBJECT_BYTES
+    full["data"]["x"] += "a"
+    with pytest.raises(errors.TooLarge) as caught:
+        await store.update(full)
+    assert "ConfigMap default/big" in caught.value.message
+    assert str(MAX_OBJECT_BYTES) in caught.value.message
+    assert await store.revision() == 2
+    assert (await store.get("ConfigMap", "big", "default"))["data"]["x"] == "a" * room
+
+
+async def test_creating_an_object_over_the_size_limit_is_too_large_and_writes_nothing(store: Store) -> None:
+    async with store.watch(since=0) as stream:
+        with pytest.raises(errors.TooLarge):
+            await store.create(configmap("huge", x="é" * MAX_OBJECT_BYTES))  # 2 bytes each in UTF-8
+        with pytest.raises(errors.NotFound):
+            await store.get("ConfigMap", "huge", "default")
+        assert await store.revision() == 0
+        small = await store.create(configmap("small"))
+        assert [e.object for e in await take(stream, 1)] == [small]  # the refused write made no event
 
 
 async def test_compaction_keeps_the_objects(store: Store) -> None:
@@ -895,6 +984,11 @@ class StoreMatchesModel(RuleBasedStateMachine):
         target = max(0, self.revision - back)
         self.run(self.store.compact(target))
         self.compacted = max(self.compacted, target)
+
+    @rule(ahead=st.integers(1, 3))
+    def compact_beyond_the_head(self, ahead: int) -> None:
+        with pytest.raises(errors.Invalid):
+            self.run(self.store.compact(self.revision + ahead))
 
     @precondition(lambda self: self.revision > self.compacted)
     @rule()

@@ -237,3 +237,21 @@ async def test_index_reads_stay_sorted_and_current_across_additions_moves_and_de
     assert informer.keys_by("node", "n1") == [("default", "b")]
     informer.keys_by("node", "n1").clear()  # a caller's copy: the cache is not changed through it
     assert informer.keys_by("node", "n1") == [("default", "b")]
+
+
+async def test_a_listing_below_the_revision_seen_replaces_the_cache_outright() -> None:
+    old_store, fresh = MemoryStore(), MemoryStore()
+    informer: Informer[dict[str, Any]] = Informer(old_store, "Pod")
+    for name in ("a", "b", "c"):
+        await old_store.create(_pod(name, "n"))
+    await old_store.delete("Pod", "c", "default")  # a tombstone at revision 4
+    await informer.list_once()
+    assert informer.revision == 4
+    changes: list[tuple[str, bool, bool]] = []
+    informer.subscribe(lambda c: changes.append((c.key[1], c.old is None, c.new is None)))
+    informer.store = fresh  # the same server, restarted on a fresh memory store
+    await fresh.create(_pod("c", "n"))  # revision 1: older than the tombstone, but a new store's object
+    await informer.list_once()
+    assert [name for (_, name), _ in informer.items()] == ["c"]
+    assert informer.revision == 1
+    assert sorted(changes) == [("a", False, True), ("b", False, True), ("c", True, False)]

@@ -6,6 +6,7 @@ the server going away and coming back, losing and repeating nothing (or raising 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -17,8 +18,9 @@ from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.server import errors as http_errors
 from devplace.server.app import create_app, running
-from devplace.store import MemoryStore
+from devplace.store import Informer, MemoryStore
 from devplace.store.remote import RemoteStore, error_from_status
+from devplace.supervisors import Supervisor
 from tests.servers import free_port, serve_app
 from tests.store.samples import WATCH_BOUND, configmap, node, take
 
@@ -34,12 +36,14 @@ from tests.store.samples import WATCH_BOUND, configmap, node, take
         errors.Forbidden("node-a may not write node-b's slot"),
         errors.Unavailable("store is closed"),
         errors.Invalid.field("spec.capacity", "Input should be greater than or equal to 1"),
+        errors.TooLarge("ConfigMap default/big is too large: 1572865 bytes of JSON, the limit is 1572864 bytes"),
+        errors.ResourceVersionTooLarge.at(100_000, 6),
     ],
 )
 def test_every_error_survives_the_trip_through_a_status_body(err: errors.DevplaceError) -> None:
     back = error_from_status(http_errors.http_status(err), http_errors.status_body(err))
     assert type(back) is type(err)
-    assert back.message == err.message
+    assert err.message in back.message  # Kubernetes prefixes a 504's message with "Timeout: "
     if isinstance(err, errors.Invalid):
         assert isinstance(back, errors.Invalid)
         assert back.fields == err.fields
@@ -49,7 +53,8 @@ def test_every_error_survives_the_trip_through_a_status_body(err: errors.Devplac
     ("code", "body", "expected"),
     [
         (400, {"message": "the request body is not valid JSON"}, errors.Invalid),
-        (413, {"message": "too large"}, errors.Invalid),
+        (413, {"message": "too large"}, errors.TooLarge),
+        (504, {"message": "Timeout: request did not complete"}, errors.Unavailable),
         (405, None, errors.Invalid),
         (500, {"message": "internal error"}, errors.Unavailable),
         (502, "<html>bad gateway</html>", errors.Unavailable),
@@ -154,6 +159,61 @@ async def test_a_watch_resuming_after_compaction_raises_gone() -> None:
                     await take(stream, 1)
     finally:
         await store.close()
+
+
+async def test_a_watch_resuming_on_a_server_restarted_with_a_fresh_memory_store_raises_gone() -> None:
+    port = free_port()
+    store = RemoteStore(f"http://127.0.0.1:{port}")
+    try:
+        async with AsyncExitStack() as watching:
+            async with running(create_app(MemoryStore(), fleet_api=False), port=port, shutdown_timeout=0):
+                for name in ("a", "b", "c"):
+                    await store.create(configmap(name))
+                stream = await watching.enter_async_context(store.watch("ConfigMap", since=0))
+                assert [e.revision for e in await take(stream, 3)] == [1, 2, 3]
+            fresh = MemoryStore()  # the server comes back with nothing: its revision 1 is not the old one
+            await fresh.create(configmap("x"))
+            async with running(create_app(fresh, fleet_api=False), port=port, shutdown_timeout=0):
+                with pytest.raises(errors.Gone, match="too large resource version: 3, current: 1"):
+                    await take(stream, 1)  # not a silent stream that drops revisions up to 3
+    finally:
+        await store.close()
+
+
+async def test_an_informer_relists_and_converges_when_its_server_restarts_on_a_fresh_memory_store() -> None:
+    port = free_port()
+    store = RemoteStore(f"http://127.0.0.1:{port}")
+    informer: Informer[dict[str, Any]] = Informer(store, "ConfigMap", retry_pause=(0.01, 0.05))
+    supervisor = Supervisor("test")
+
+    def names() -> set[str]:
+        return {name for (_, name), _ in informer.items()}
+
+    try:
+        async with running(create_app(MemoryStore(), fleet_api=False), port=port, shutdown_timeout=0):
+            for name in ("a", "b", "c", "d"):
+                await store.create(configmap(name))
+            supervisor.loop("informer", informer.run)
+            await _eventually(lambda: names() == {"a", "b", "c", "d"})
+        fresh = MemoryStore()
+        await fresh.create(configmap("x"))
+        async with running(create_app(fresh, fleet_api=False), port=port, shutdown_timeout=0):
+            await _eventually(lambda: names() == {"x"})  # relisted: nothing of the old store survives
+            await store.create(configmap("y"))  # revision 2, below what the informer saw before: still delivered
+            await _eventually(lambda: names() == {"x", "y"})
+            assert informer.revision == 2
+    finally:
+        await supervisor.stop()
+        await store.close()
+
+
+async def _eventually(condition: Callable[[], bool]) -> None:
+    """Wait (bounded by WATCH_BOUND plus the remote watch's reconnect backoff) for a condition that must come."""
+    for _ in range(round((WATCH_BOUND + 2) / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the condition was not reached")
 
 
 async def test_a_watch_whose_server_never_returns_gives_up_with_unavailable(clock: FakeClock) -> None:

@@ -196,6 +196,8 @@ async def test_opening_a_file_whose_lock_is_held_past_the_busy_timeout_is_unavai
         ({"synchronous": "SOMETIMES"}, "synchronous"),
         ({"poll_interval": 0}, "poll_interval"),
         ({"history_limit": 0}, "history_limit"),
+        ({"history_bytes": 0}, "history_bytes"),
+        ({"max_object_bytes": 0}, "max_object_bytes"),
     ],
 )
 def test_bad_settings_are_invalid(db: str, setting: dict, field: str) -> None:
@@ -325,6 +327,108 @@ async def test_history_limit_compacts_old_events_automatically(db: str) -> None:
             assert [e.revision for e in await take(stream, 10)] == list(range(21, 31))
     finally:
         await store.close()
+
+
+MiB = 1024 * 1024
+
+
+async def _rewrite(store: SqliteStore, name: str, times: int, size: int) -> dict[str, Any]:
+    obj = await store.create(configmap(name, blob="0" * size))
+    for i in range(1, times + 1):
+        obj["data"]["blob"] = str(i % 10) * size
+        obj = await store.update(obj)
+    return obj
+
+
+def _file_size(path: str) -> int:
+    return os.path.getsize(path)
+
+
+def _history_bytes(db: str) -> tuple[int, int]:
+    """(the bytes of the events table's bodies, the store's running count of them)."""
+    with sqlite3.connect(db) as conn:
+        actual = conn.execute("SELECT coalesce(sum(length(CAST(body AS BLOB))), 0) FROM events").fetchone()[0]
+        counted = conn.execute(sqlite_backend._HISTORY_BYTES).fetchone()[0]
+    return actual, counted
+
+
+async def test_history_is_bounded_by_bytes_and_the_running_count_stays_exact(db: str) -> None:
+    store = SqliteStore(db, history_bytes=2 * MiB)
+    try:
+        last = await _rewrite(store, "big", 100, 64 * 1024)
+        await store.delete("ConfigMap", "big", "default")
+        actual, counted = _history_bytes(db)
+        assert actual == counted
+        assert actual <= 2 * MiB + 2 * MiB // 8 + 64 * 1024 + 1024  # the bound, a batch, one event checked late
+        with pytest.raises(errors.Gone):
+            async with store.watch(since=0):
+                pytest.fail("entered a watch whose history was compacted")
+        async with store.watch(since=rv(last) - 3) as stream:
+            assert [e.type for e in await take(stream, 4)] == ["MODIFIED"] * 3 + ["DELETED"]
+    finally:
+        await store.close()
+
+
+async def test_another_connection_s_writes_and_compactions_keep_the_byte_count_exact(db: str) -> None:
+    one, two = SqliteStore(db, history_bytes=MiB), SqliteStore(db, history_bytes=MiB)
+    try:
+        await _rewrite(one, "a", 20, 50_000)
+        await _rewrite(two, "b", 20, 50_000)
+        await one.compact(await one.revision() - 5)
+        await _rewrite(one, "c", 3, 1000)
+        actual, counted = _history_bytes(db)
+        assert actual == counted <= MiB + MiB // 8 + 2 * 50_000
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_the_file_stops_growing_once_history_is_bounded_its_free_pages_are_reused(db: str) -> None:
+    store = SqliteStore(db, history_bytes=4 * MiB)
+    try:
+        obj = await _rewrite(store, "big", 100, 256 * 1024)
+        after_100 = _file_size(db)
+        for i in range(200):
+            obj["data"]["blob"] = str(i % 10) * (256 * 1024)
+            obj = await store.update(obj)
+        after_300 = _file_size(db)
+    finally:
+        await store.close()
+    assert after_100 < 8 * MiB  # 100 versions of 256 KiB would be 25 MiB
+    assert after_300 <= after_100 * 1.1
+
+
+async def test_event_sizes_and_running_totals_follow_every_write(store: SqliteStore, db: str) -> None:
+    a = await store.create(configmap("a", x="1"))
+    a["data"]["x"] = "22"
+    await store.update(a)
+    await store.delete("ConfigMap", "a", "default")
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT size, total, length(CAST(body AS BLOB)) FROM events ORDER BY revision").fetchall()
+    sizes = [row[2] for row in rows]
+    assert [row[0] for row in rows] == sizes
+    assert [row[1] for row in rows] == [sizes[0], sizes[0] + sizes[1], sum(sizes)]
+
+
+async def test_a_watcher_that_does_not_read_big_events_holds_a_bounded_queue_and_misses_nothing(
+    store: SqliteStore,
+) -> None:
+    async with store.watch("ConfigMap") as stream:
+        last = await _rewrite(store, "big", 40, MiB // 2)
+        assert stream._pending_bytes <= sqlite_backend._PENDING_BYTES
+        assert len(stream._pending) <= 16
+        events = await take(stream, 41)
+    assert [e.revision for e in events] == list(range(1, 42))
+    assert events[-1].object == last
+
+
+async def test_a_replay_page_of_big_events_stops_at_its_byte_bound(store: SqliteStore) -> None:
+    await _rewrite(store, "big", 40, MiB // 2)
+    read = await store._run(store._read_events, 0, "ConfigMap", None)
+    assert 15 <= len(read.rows) <= 17  # 8 MiB of 0.5 MiB bodies...
+    assert read.more  # ...then the next page
+    async with store.watch("ConfigMap", since=0) as stream:
+        assert [e.revision for e in await take(stream, 41)] == list(range(1, 42))
 
 
 async def test_replay_longer_than_a_page_is_complete_and_in_order(
@@ -657,6 +761,24 @@ async def test_a_legacy_file_is_upgraded_once_and_reopens_unchanged(db: str) -> 
             "generation",
             "spec",
         ]
+        assert [row[1] for row in conn.execute("PRAGMA table_info(events)")][-2:] == ["size", "total"]
+
+
+async def test_a_legacy_file_gets_event_sizes_and_totals_and_counts_new_writes_on(db: str) -> None:
+    _write_legacy_file(db)
+    store = SqliteStore(db)
+    try:
+        cm = await store.get("ConfigMap", "café", "default")
+        cm["data"]["x"] = "3"
+        await store.update(cm)
+    finally:
+        await store.close()
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT size, total, length(CAST(body AS BLOB)) FROM events ORDER BY revision").fetchall()
+    sizes = [row[2] for row in rows]
+    assert [row[0] for row in rows] == sizes
+    assert [row[1] for row in rows] == [sum(sizes[: i + 1]) for i in range(len(sizes))]
+    assert _history_bytes(db) == (sum(sizes), sum(sizes))
 
 
 async def test_a_writer_that_appends_its_own_event_fails_and_writes_nothing(store: SqliteStore, db: str) -> None:
@@ -666,7 +788,10 @@ async def test_a_writer_that_appends_its_own_event_fails_and_writes_nothing(stor
         stale_layout_writer.execute("BEGIN IMMEDIATE")
         stale_layout_writer.execute("UPDATE objects SET revision = 2, body = '{}' WHERE name = 'a'")
         with pytest.raises(sqlite3.IntegrityError):
-            stale_layout_writer.execute("INSERT INTO events VALUES (2, 'MODIFIED', 'ConfigMap', 'default', 'a', '{}')")
+            stale_layout_writer.execute(
+                "INSERT INTO events (revision, type, kind, namespace, name, body)"
+                " VALUES (2, 'MODIFIED', 'ConfigMap', 'default', 'a', '{}')"
+            )
         stale_layout_writer.execute("ROLLBACK")
     finally:
         stale_layout_writer.close()

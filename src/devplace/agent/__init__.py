@@ -15,6 +15,7 @@
 - `properties`: the pure resolution of discoveryProperties (values, Secrets, ConfigMaps) into handler bytes.
 - `plugins` / `servers`: the IL and CL DevicePlugin servicers and their unix-socket servers and registration.
 - `sockets`: wake-ups when kubelet.sock comes or goes (inotify, or a slow poll).
+- `kubelets`: a warning and a Node condition while kubelet.sock is missing.
 """
 
 import devplace.deviceplugin  # noqa: F401  # first: it quiets gRPC's own logging before grpc is imported

@@ -5,7 +5,7 @@ One `Agent` per node, composed of parts over one set of informers (`caches.NodeC
   details or resolved properties change;
 - `reconcilers`: the one loop that turns marked work into Instance writes (`instances.plan`) and plugin-set syncs;
 - `pluginsets`: the IL and CL plugins the node wants and `clashes` allows, served, registered with the kubelet and
-  re-registered when it restarts;
+  re-registered when it restarts; a missing kubelet.sock is warned about and reported on the Node (`kubelets`);
 - `releasers`: this node's slots freed when their pods end, or after the PodResources grace.
 
 Concurrency: everything runs on one event loop. Informer change handlers run synchronously and only mark work (a
@@ -18,8 +18,11 @@ Allocate first: while an Allocate is in flight (`hold`), ListAndWatch wake-ups (
 and the PodResources look a claim asks for are recorded but not started; they start when the last Allocate in flight
 has ended, i.e. its answer is on the wire. Nothing is lost: a held notification counts as pending.
 
-Failure semantics: a loop that crashes is logged and restarted by the supervisor after a real-time backoff (the
-failures it recovers from are real: a store, a socket); one that keeps crashing (`MAX_RESTARTS` in a row) is fatal:
+Failure semantics: a store that cannot be reached when the agent starts is not a reason to exit: the first listing
+is retried with the supervisor's backoff (`RESTART_BACKOFF`, on the injected clock), each failure logged, until it
+answers (a misconfigured store, a bad URL or an SQLite file that cannot be opened, fails before this, at once). A
+loop that crashes is logged and restarted by the supervisor after a real-time backoff (the failures it recovers from
+are real: a store, a socket); one that keeps crashing (`MAX_RESTARTS` in a row) is fatal:
 `supervisor.failure` is set, `await agent.failed()` returns it, and `devplace agent` exits non-zero so its process
 manager restarts it. Grace periods (slot release, offline Instances) run on the injected Clock. `stop` leaves the
 store as it is: held slots survive an agent restart, and the next agent derives what to release from the store and
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devplace import errors
 from devplace.agent.caches import NodeCache, PodInfo
 from devplace.agent.discoveries import Discoveries
 from devplace.agent.instances import InstanceRecord
@@ -41,6 +45,7 @@ from devplace.agent.pluginsets import PluginSet
 from devplace.agent.reconcilers import Reconciler
 from devplace.agent.releasers import Releaser
 from devplace.agent.releases import DeviceKey
+from devplace.api import devices
 from devplace.clocks import Clock, SystemClock
 from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR
 from devplace.discovery import Device, HandlerRegistry, RegistrationServer
@@ -66,7 +71,8 @@ RESTART_BACKOFF = (0.05, 5.0)
 class AgentConfig:
     node: str
     kubelet_dir: Path
-    resource_prefix: str = "devplace.io"
+    resource_prefix: str | None = None
+    """An override of every extended resource's prefix; None: each Configuration's API group (`api.devices`)."""
     release_grace: float = 300.0
     offline_grace: float = 300.0
     podresources_poll: float = 10.0
@@ -159,7 +165,7 @@ class Agent:
             return
         self._started = True
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
-        await self._cache.start()
+        await self._first_listing()
         if self.config.registration_socket is not None:
             self._registration = RegistrationServer(Path(self.config.registration_socket), self.handlers)
             await self._registration.start()
@@ -173,8 +179,21 @@ class Agent:
         loop("reconcile", self.reconciler.run)
         loop("timers", self.reconciler.timers)
         loop("kubelet", self.plugins.watch_kubelet)
+        loop("kubelet presence", self.plugins.presence.run)
         loop("release", self.releaser.run)
         loop("handlers", self.discoveries.watch_handlers)
+
+    async def _first_listing(self) -> None:
+        """List the store and start the informers, retried while the store is `Unavailable` (module docstring)."""
+        pause = RESTART_BACKOFF[0]
+        while True:
+            try:
+                await self._cache.start()
+                return
+            except errors.Unavailable as e:
+                log.warning("%s: the store is unavailable (%s); trying again in %.2fs", self.node, e.message, pause)
+            await self.clock.sleep(pause)
+            pause = min(pause * 2, RESTART_BACKOFF[1])
 
     async def stop(self) -> None:
         """Stop every task and plugin (sockets removed, discovery streams closed); the store is left as it is."""
@@ -223,6 +242,12 @@ class Agent:
     def _instance_changed(self, change: Change[InstanceRecord]) -> None:
         key = change.key
         old, record = change.old, change.new
+        if (
+            record is not None
+            and record.usage.unreadable
+            and (old is None or old.usage.unreadable != record.usage.unreadable)
+        ):
+            self._report_unreadable(record)
         for configuration in {r.configuration for r in (old, record) if r is not None}:
             cfg_key = (key[0], configuration)
             # a claim or release changes only holders: nothing for the Instance lifecycle to decide
@@ -234,6 +259,24 @@ class Agent:
         now = record is not None and self.node in record.nodes
         if was != now:
             self.reconciler.mark_plugins()
+
+    def _report_unreadable(self, record: InstanceRecord) -> None:
+        """Say once per change which slots of an Instance break the slot rules, and what this node does about it."""
+        unreadable = set(record.usage.unreadable)
+        found = [
+            str(p)
+            for p in devices.usage_problems(record.name, record.usage.capacity, record.obj["spec"].get("deviceUsage"))
+            if p.path.removeprefix("spec.deviceUsage.") in unreadable
+        ]
+        log.warning(
+            "%s: Instance %s/%s breaks the slot rules (%s); %s repairs the slots it holds, leaves the others to "
+            "their nodes, and serves the rest",
+            self.node,
+            record.namespace,
+            record.name,
+            "; ".join(found),
+            self.node,
+        )
 
 
 def _same_lifecycle(old: InstanceRecord | None, new: InstanceRecord | None) -> bool:

@@ -81,11 +81,7 @@ class ConfiguredEntry:
 
     @property
     def references(self) -> frozenset[Source]:
-        return properties.references(self.model.spec.discovery_handler.discovery_properties, self.model_namespace)
-
-    @property
-    def model_namespace(self) -> str:
-        return (self.obj.get("metadata") or {}).get("namespace") or ""
+        return properties.references(self.model.spec.discovery_handler.discovery_properties)
 
 
 def parse_configuration(obj: dict[str, Any], previous: ConfiguredEntry | None) -> ConfiguredEntry:
@@ -265,6 +261,10 @@ class NodeCache:
 
     def source_values(self) -> dict[Source, dict[str, Any]]:
         return self.sources.values()
+
+    def api_versions(self) -> dict[Key, str]:
+        """Every Configuration's apiVersion, by (namespace, name): what its extended resources are named by."""
+        return {key: entry.model.api_version for key, entry in self.configurations.items()}
 
     # -- sources -------------------------------------------------------------------------------------------------
 

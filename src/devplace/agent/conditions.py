@@ -9,6 +9,10 @@ Two condition types, each entry `{type, status: "True", reason, message, node, l
   there. Removed when the clash goes away. Written by the plugin side of the agent only: a separate type, so the two
   writers never overwrite each other's entry (one entry with two writers would flap).
 Pure: the agent applies `with_condition` inside `store.cas`.
+
+One condition goes on the agent's Node instead (`with_node_condition`, a Kubernetes NodeCondition: `{type, status,
+reason, message, lastHeartbeatTime, lastTransitionTime}`, one per type): `DevplaceKubeletMissing` while the
+kubelet's registration socket is missing (`devplace.agent.kubelets`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ __all__ = [
     "HANDLER_UNAVAILABLE",
     "INVALID_DETAILS",
     "INVALID_PROPERTIES",
+    "KUBELET_MISSING",
+    "KUBELET_SOCKET_MISSING",
     "RESOURCE_NAME_CONFLICT",
     "RESOURCE_NAME_TAKEN",
     "Failure",
     "with_condition",
+    "with_node_condition",
 ]
 
 DISCOVERY_FAILED = "DiscoveryFailed"
@@ -38,6 +45,11 @@ HANDLER_UNAVAILABLE = "DiscoveryHandlerUnavailable"
 RESOURCE_NAME_CONFLICT = "ResourceNameConflict"
 RESOURCE_NAME_TAKEN = "ResourceNameTaken"
 """The reason of a ResourceNameConflict entry: a resource name is served for a senior Configuration."""
+
+KUBELET_MISSING = "DevplaceKubeletMissing"
+"""The Node condition type the agent sets while `device-plugins/kubelet.sock` is missing."""
+KUBELET_SOCKET_MISSING = "KubeletSocketMissing"
+"""Its reason."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,49 @@ def with_condition(
         }
         new_conditions = [*others, entry]
     out = copy.deepcopy(dict(obj))
+    new_status = dict(status)
+    if new_conditions:
+        new_status["conditions"] = new_conditions
+    else:
+        new_status.pop("conditions", None)
+    out["status"] = new_status
+    return out
+
+
+def with_node_condition(
+    node: Mapping[str, Any], condition_type: str, failure: Failure | None, now: str
+) -> dict[str, Any] | None:
+    """`node` (a Node) with its `condition_type` condition set to `failure` (None: removed), or None when it already
+    says so. Only that entry changes: every other condition and field is kept as stored (the kubelet owns them)."""
+    status = node.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    raw = status.get("conditions")
+    conditions = list(raw) if isinstance(raw, list) else []
+    mine = [c for c in conditions if isinstance(c, Mapping) and c.get("type") == condition_type]
+    others = [c for c in conditions if not (isinstance(c, Mapping) and c.get("type") == condition_type)]
+    if failure is None:
+        if not mine:
+            return None
+        new_conditions = others
+    else:
+        current = mine[0] if len(mine) == 1 else None
+        if (
+            current is not None
+            and current.get("status") == "True"
+            and current.get("reason") == failure.reason
+            and current.get("message") == failure.message
+        ):
+            return None
+        entry = {
+            "type": condition_type,
+            "status": "True",
+            "reason": failure.reason,
+            "message": failure.message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        new_conditions = [*others, entry]
+    out = copy.deepcopy(dict(node))
     new_status = dict(status)
     if new_conditions:
         new_status["conditions"] = new_conditions

@@ -11,7 +11,18 @@ Lifecycle (Akri #650/#760 done right):
   `devplace.io/offline-since` and deleted by any agent running its Configuration once `offline_grace` has passed,
   unless a node sees it again first (joining clears the stamp). The stamp lives in the store, so the grace survives
   agent restarts;
-- the Configuration deleted -> this node leaves, and an Instance left with no node is deleted at once.
+- the Configuration deleted -> this node leaves, and an Instance left with no node is deleted at once;
+- slots out of step with the Configuration's capacity, or breaking the slot rules where this node owns them
+  (`slots.repair`) -> set right by the node's capacity sync; an Instance whose slots break the rules is still read,
+  served and joined (its node back in `nodes`), never dropped for it;
+- a device whose properties changed under the same id (a udev devnode renumbered, a camera's IP changed) -> its
+  Instance's brokerProperties are rewritten (device properties, the Configuration's over them) by the same sync, so
+  the next Allocate hands the new values to the container. One node writes them (`writes_properties`): the node of a
+  local device; for a shared one the first node in `nodes`, so nodes that see it differently never take turns.
+
+What the agent writes stays valid against Akri's Instance CRD (`api.devices`): `cdiName` is set
+(`<group>/<configuration>=<digest>`, added by the sync to an Instance that lacks it) and the spec holds no field of
+devplace's own; the offline stamp is an annotation.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.agent import slots
-from devplace.api import Configuration, Instance
+from devplace.api import Configuration, Instance, devices
 from devplace.discovery.devices import Device
 from devplace.store.cas import DELETE, Delete
 
@@ -33,6 +44,7 @@ __all__ = [
     "OFFLINE_SINCE",
     "InstanceRecord",
     "Plan",
+    "expected_cdi_name",
     "expired",
     "instance_name",
     "joined",
@@ -43,6 +55,7 @@ __all__ = [
     "require_record",
     "synced",
     "timestamp",
+    "writes_properties",
 ]
 
 OFFLINE_SINCE = "devplace.io/offline-since"
@@ -92,14 +105,15 @@ class InstanceRecord:
     ) -> InstanceRecord:
         """Parse a stored Instance (not copied: store results are the caller's own copies).
 
-        `validate`: check it against the api model first (`errors.Invalid` names the bad field). Only the agent's
-        own write results skip it: they were built from validated objects by the pure decisions here and in
-        `slots`, and their holders are parsed (and so checked) either way.
+        `validate`: check it against the api model first, all but `spec.deviceUsage` (`errors.Invalid` names the
+        bad field). The usage is read whatever it holds (`slots.Usage.read`): what breaks the slot rules is inert
+        and repaired by its owner (`slots.repair`), never a reason to drop the device. Only the agent's own write
+        results skip the check: they were built from checked objects by the pure decisions here and in `slots`.
         `previous`: the record this one replaces; parts whose wire form is equal to its are taken over instead of
         parsed again (a watch event usually changes one field, most often only who holds a slot).
         """
         if validate:
-            Instance.from_obj(obj)
+            Instance.without_usage(obj)
         meta = obj["metadata"]
         spec = obj["spec"]
         name = meta["name"]
@@ -126,7 +140,7 @@ class InstanceRecord:
             configuration=spec["configurationName"],
             shared=bool(spec.get("shared", False)),
             nodes=tuple(wire_nodes) if nodes is None else nodes,
-            usage=slots.Usage.parse(name, capacity, wire_usage) if usage is None else usage,
+            usage=slots.Usage.read(name, capacity, wire_usage) if usage is None else usage,
             broker_properties=dict(wire_props) if props is None else props,
             offline_since=_parse_timestamp(since_raw) if since_raw else None,
             resource_version=int(meta.get("resourceVersion") or 0),
@@ -166,6 +180,7 @@ def new_instance(configuration: Mapping[str, Any], device: Device, node: str) ->
         "metadata": {"name": name, "namespace": cfg.namespace or "default", "ownerReferences": [owner]},
         "spec": {
             "configurationName": cfg.name,
+            "cdiName": devices.cdi_name(cfg.api_version, cfg.name, name.rpartition("-")[2]),
             "capacity": cfg.spec.capacity,
             "shared": device.shared,
             "nodes": [node],
@@ -233,20 +248,56 @@ def expired(obj: Mapping[str, Any], now: float, grace: float, configuration_gone
     return None
 
 
-def synced(obj: Mapping[str, Any], capacity: int, broker_properties: Mapping[str, str]) -> dict[str, Any] | None:
-    """Follow the Configuration: resize slots to `capacity` (held slots are never touched) and carry its
-    brokerProperties (they win over device properties). None if already in step."""
+def expected_cdi_name(obj: Mapping[str, Any]) -> str:
+    """The `cdiName` an Instance should carry (`api.devices.cdi_name`), from its apiVersion, Configuration and name."""
+    return devices.cdi_name(
+        str(obj.get("apiVersion") or ""), obj["spec"]["configurationName"], obj["metadata"]["name"].rpartition("-")[2]
+    )
+
+
+def writes_properties(shared: bool, nodes: Sequence[str], node: str) -> bool:
+    """Whether `node` writes the device properties of an Instance it sees: always for a local device, and for a
+    shared one when it is the first node in `nodes` (one writer, so differing views never take turns)."""
+    return not shared or (bool(nodes) and nodes[0] == node)
+
+
+def synced(
+    obj: Mapping[str, Any],
+    node: str,
+    capacity: int,
+    broker_properties: Mapping[str, str],
+    device_properties: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """Follow the Configuration and the device: repair what `node` owns of the slots (`slots.repair`), resize them
+    to `capacity` (held slots are never touched), set `cdiName`, and carry the Configuration's brokerProperties
+    (they win over device properties). With `device_properties` (what `node` discovers now) and `node` the writer
+    (`writes_properties`), the brokerProperties become exactly the device's with the Configuration's over them;
+    otherwise the Configuration's are merged into what is there. None if already in step."""
     spec = obj["spec"]
     name = obj["metadata"]["name"]
-    usage = slots.Usage.parse(name, int(spec.get("capacity", 1)), spec.get("deviceUsage") or {})
-    resized = slots.resize(usage, capacity)
+    wire_usage = spec.get("deviceUsage")
+    usage = slots.Usage.read(name, int(spec.get("capacity", 1)), wire_usage)
+    resized = slots.resize(slots.repair(usage, node), capacity)
     props = dict(spec.get("brokerProperties") or {})
-    wanted_props = {**props, **broker_properties}
-    if resized.capacity == usage.capacity and resized.to_wire() == usage.to_wire() and wanted_props == props:
+    if device_properties is not None and writes_properties(
+        bool(spec.get("shared", False)), spec.get("nodes") or (), node
+    ):
+        wanted_props = {**device_properties, **broker_properties}
+    else:
+        wanted_props = {**props, **broker_properties}
+    wanted_usage = resized.to_wire()
+    cdi = expected_cdi_name(obj)
+    if (
+        resized.capacity == usage.capacity
+        and wanted_usage == wire_usage
+        and wanted_props == props
+        and spec.get("cdiName") == cdi
+    ):
         return None
     out = copy.deepcopy(dict(obj))
+    out["spec"]["cdiName"] = cdi
     out["spec"]["capacity"] = capacity
-    out["spec"]["deviceUsage"] = resized.to_wire()
+    out["spec"]["deviceUsage"] = wanted_usage
     out["spec"]["brokerProperties"] = wanted_props
     return out
 
@@ -262,18 +313,33 @@ class Plan:
     mark_offline: list[str] = field(default_factory=list)
     expire: list[str] = field(default_factory=list)
     next_deadline: float | None = None
+    device_properties: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    """For Instances in `sync` whose device properties this node writes: the properties it discovers now."""
 
     @property
     def empty(self) -> bool:
         return not (self.create or self.join or self.leave or self.sync or self.mark_offline or self.expire)
 
 
-def _needs_sync(record: InstanceRecord, capacity: int, broker_properties: Mapping[str, str]) -> bool:
+def _needs_sync(
+    record: InstanceRecord,
+    node: str,
+    capacity: int,
+    broker_properties: Mapping[str, str],
+    device_properties: Mapping[str, str] | None,
+) -> bool:
     if record.usage.capacity != capacity:
         return True
     if any(record.broker_properties.get(k) != v for k, v in broker_properties.items()):
         return True
-    return slots.resize(record.usage, capacity).to_wire() != record.usage.to_wire()
+    if device_properties is not None and record.broker_properties != {**device_properties, **broker_properties}:
+        return True
+    if record.obj["spec"].get("cdiName") != expected_cdi_name(record.obj):
+        return True
+    if slots.repair(record.usage, node) is not record.usage:
+        return True
+    wire: Any = record.obj["spec"].get("deviceUsage")
+    return bool(slots.resize(record.usage, capacity).to_wire() != wire)
 
 
 def plan(
@@ -314,8 +380,13 @@ def plan(
             if record.name not in wanted and node in record.nodes:
                 out.leave.append(record.name)
     for record in records.values():
-        if node in record.nodes and record.name not in out.leave and _needs_sync(record, capacity, props):
-            out.sync.append(record.name)
+        if node in record.nodes and record.name not in out.leave:
+            seen_device = wanted.get(record.name) if writes_properties(record.shared, record.nodes, node) else None
+            seen = None if seen_device is None else seen_device.properties
+            if _needs_sync(record, node, capacity, props, seen):
+                out.sync.append(record.name)
+                if seen is not None:
+                    out.device_properties[record.name] = seen
         if record.nodes or record.name in wanted:
             continue
         if not record.shared:

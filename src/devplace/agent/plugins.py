@@ -40,7 +40,7 @@ from devplace import errors
 from devplace.agent import slots
 from devplace.agent.caches import NodeCache
 from devplace.agent.instances import InstanceRecord
-from devplace.agent.releases import DeviceKey, resource_name
+from devplace.agent.releases import DeviceKey
 from devplace.deviceplugin import HEALTHY, UNHEALTHY, abort
 from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from devplace.discovery.devices import Device
@@ -370,10 +370,10 @@ ClaimDecision = Callable[[slots.Usage, bool], "slots.Claim | slots.Refusal"]
 
 
 class InstancePlugin(DevicePlugin):
-    """IL plugin: resource `<prefix>/<instance>`, one device per slot."""
+    """IL plugin: resource `<prefix>/<instance>` (`api.devices.resource_name`), one device per slot."""
 
-    def __init__(self, host: PluginHost, namespace: str, instance: str, prefix: str) -> None:
-        super().__init__(host, namespace, instance, resource_name(prefix, instance))
+    def __init__(self, host: PluginHost, namespace: str, instance: str, resource: str) -> None:
+        super().__init__(host, namespace, instance, resource)
 
     def devices(self) -> list[slots.DeviceHealth]:
         record = self.host.cache.instance(self.namespace, self.name)
@@ -394,8 +394,8 @@ class ConfigurationPlugin(DevicePlugin):
 
     preferred_allocation = True
 
-    def __init__(self, host: PluginHost, namespace: str, configuration: str, prefix: str) -> None:
-        super().__init__(host, namespace, configuration, resource_name(prefix, configuration))
+    def __init__(self, host: PluginHost, namespace: str, configuration: str, resource: str) -> None:
+        super().__init__(host, namespace, configuration, resource)
 
     def _unique(self) -> bool:
         cfg = self.host.cache.configuration(self.namespace, self.name)

@@ -1,6 +1,8 @@
 """The plugin set: exactly the device plugins the node wants and `clashes` allows, served and registered.
 
-Wanted: one IL plugin per Instance listing this node, one CL plugin per Configuration with such an Instance.
+Wanted: one IL plugin per Instance listing this node, one CL plugin per Configuration with such an Instance, named
+`<prefix>/<instance>` and `<prefix>/<configuration>`, the prefix the Configuration's API group unless the agent has an
+override (`api.devices.resource_name`); a plugin whose resource name changes is started again under the new one.
 `clashes.resolve` (pure) says which may run; a Configuration that loses serves nothing here and gets this node's
 ResourceNameConflict condition (cleared when the clash goes away). `sync` stops the losers first (the kubelet keeps
 one endpoint per resource name: the winner's must be the one it keeps), then starts the rest.
@@ -11,6 +13,8 @@ or does not answer is retried with backoff too, and given up after `REGISTER_ATT
 
 The kubelet: `watch_kubelet` (a supervised loop) wakes on kubelet.sock being created or deleted (`sockets`: inotify,
 or a slow poll where inotify is unavailable) and when a registration retry is due, so an idle agent costs nothing.
+Every look tells `presence` (`kubelets`) whether the socket is there: a missing one is warned about and reported on
+the Node.
 When kubelet.sock's identity changes the kubelet restarted: servers whose socket it removed are restarted, and every
 plugin registers again. Held slots are unaffected: they live in the store.
 
@@ -29,11 +33,12 @@ from typing import Any
 
 from devplace import errors
 from devplace.agent import clashes, conditions, instances
-from devplace.agent.caches import NodeCache
+from devplace.agent.caches import CONTENTION_CLOCK, NodeCache
 from devplace.agent.discoveries import write_condition
+from devplace.agent.kubelets import KubeletPresence
 from devplace.agent.plugins import ConfigurationPlugin, DevicePlugin, InstancePlugin, PluginHost
 from devplace.agent.reconcilers import CREATE_CONCURRENCY, bounded
-from devplace.agent.releases import resource_name
+from devplace.agent.releases import resource_of
 from devplace.agent.servers import PluginServer, endpoint_name, socket_identity
 from devplace.agent.sockets import DirectoryWatch
 from devplace.clocks import Clock
@@ -67,7 +72,7 @@ class PluginSet:
     def __init__(
         self,
         host: PluginHost,
-        prefix: str,
+        prefix: str | None,
         plugin_dir: Path,
         cache: NodeCache,
         supervisor: Supervisor,
@@ -84,6 +89,8 @@ class PluginSet:
         self.clock = clock
         self.mark = mark
         self.servers: dict[PluginKey, PluginServer] = {}
+        self.resources: dict[PluginKey, str] = {}
+        """The resource name each wanted plugin registers (from the last `sync`)."""
         self.holds = 0
         self._held_wakes: set[PluginKey] = set()
         self._unregistered: dict[PluginKey, float] = {}
@@ -94,6 +101,9 @@ class PluginSet:
         self._conflicts: dict[Key, str] = {}
         self._conflict_writers: set[Key] = set()
         self._watch: DirectoryWatch | None = None
+        self.presence = KubeletPresence(
+            self.node, self.kubelet_socket, cache.store, supervisor, clock, CONTENTION_CLOCK
+        )
 
     # -- idleness ------------------------------------------------------------------------------------------------
 
@@ -133,25 +143,29 @@ class PluginSet:
     async def sync(self) -> None:
         """Run exactly the plugins the node wants and `clashes.resolve` allows; say why the others are withheld."""
         wanted: dict[PluginKey, clashes.Wanted] = {}
-        configurations: set[Key] = set()
+        configurations: dict[Key, instances.InstanceRecord] = {}
+        api_versions = self.cache.api_versions()
         for record in self.cache.on_node():
             key = (record.namespace, record.name)
             cfg_key = (record.namespace, record.configuration)
             wanted[("il", *key)] = clashes.Wanted(
-                ("il", *key), resource_name(self.prefix, key[1]), self._owner(cfg_key)
+                ("il", *key), resource_of(record, key[1], self.prefix, api_versions), self._owner(cfg_key)
             )
-            configurations.add(cfg_key)
-        for cfg_key in sorted(configurations):
-            if self.cache.configuration(*cfg_key) is None:
+            configurations.setdefault(cfg_key, record)
+        for cfg_key, record in sorted(configurations.items()):
+            if cfg_key not in api_versions:
                 continue
             wanted[("cl", *cfg_key)] = clashes.Wanted(
-                ("cl", *cfg_key), resource_name(self.prefix, cfg_key[1]), self._owner(cfg_key)
+                ("cl", *cfg_key), resource_of(record, cfg_key[1], self.prefix, api_versions), self._owner(cfg_key)
             )
+        self.resources = {key: w.resource for key, w in wanted.items()}
         outcome = clashes.resolve(wanted.values())
         self._set_conflicts(outcome.withheld)
         served = outcome.served
-        stale = [k for k in self.servers if k not in served]
-        fresh = [k for k in sorted(served) if k not in self.servers]
+        stale = [
+            k for k, server in self.servers.items() if k not in served or server.resource_name != self.resources[k]
+        ]
+        fresh = [k for k in sorted(served) if k not in self.servers or k in stale]
         for plugin in [k for k in self._start_failures if k not in served]:
             del self._start_failures[plugin]
         await asyncio.gather(*(self._stop_plugin(k) for k in stale))
@@ -168,8 +182,8 @@ class PluginSet:
     def _new_plugin(self, key: PluginKey) -> DevicePlugin:
         kind, namespace, name = key
         if kind == "il":
-            return InstancePlugin(self.host, namespace, name, self.prefix)
-        return ConfigurationPlugin(self.host, namespace, name, self.prefix)
+            return InstancePlugin(self.host, namespace, name, self.resources[key])
+        return ConfigurationPlugin(self.host, namespace, name, self.resources[key])
 
     async def _start_plugin(self, key: PluginKey) -> None:
         kind, namespace, name = key
@@ -278,6 +292,7 @@ class PluginSet:
     async def kubelet_pass(self) -> None:
         """Look at kubelet.sock once: a new kubelet gets every plugin registered again; else due retries run."""
         identity = socket_identity(self.kubelet_socket)
+        self.presence.observe(identity is not None)
         if identity != self._kubelet_identity:
             self._kubelet_identity = identity
             if identity is not None:

@@ -6,12 +6,14 @@ dicts as the store holds them, keyed by `Source`), decide. The agent watches and
 (`caches.NodeCache.sources`) and restarts discovery when the resolved values change.
 
 Akri's rules:
-- `value`: its UTF-8 bytes; neither `value` nor `valueFrom`: empty bytes (Akri sends a ByteData without bytes);
+- `value`: its UTF-8 bytes; neither `value` nor `valueFrom`: None, which the bridge sends as a ByteData with no bytes
+  set (the field absent on the wire, not empty bytes: `ByteData.vec` is `optional`), as Akri does;
 - `valueFrom.configMapKeyRef`: `data[key]` (UTF-8), else `binaryData[key]` (base64);
 - `valueFrom.secretKeyRef`: `data[key]` (base64), else `stringData[key]` (the store keeps `stringData` as written,
   where the apiserver would have merged it into `data`);
-- the reference's namespace defaults to the Configuration's; a missing object or key leaves the property out when
-  the reference says `optional: true` and is an error otherwise;
+- the reference's namespace defaults to `default` (Akri's `DiscoveryPropertyKeySelector`), whatever the
+  Configuration's namespace; a missing object or key leaves the property out when the reference says
+  `optional: true` and is an error otherwise;
 - a name given twice: the later one wins (Akri builds a map).
 Errors are `errors.Invalid` naming the property's field (`spec.discoveryHandler.discoveryProperties[2].valueFrom.
 secretKeyRef.key`) and the reason; the agent puts them on the Configuration as a DiscoveryFailed condition.
@@ -27,6 +29,7 @@ from devplace.api.devices import DiscoveryProperty, KeySelector
 from devplace.api.workloads import decode_base64
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
     "PATH",
     "Source",
     "references",
@@ -34,6 +37,9 @@ __all__ = [
 ]
 
 PATH = "spec.discoveryHandler.discoveryProperties"
+
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a `secretKeyRef`/`configMapKeyRef` that names none (Akri's default)."""
 
 SOURCE_KINDS = ("ConfigMap", "Secret")
 """The kinds a property can be taken from."""
@@ -54,38 +60,41 @@ def _reference(prop: DiscoveryProperty) -> tuple[str, str, KeySelector] | None:
     return None  # the model refuses a valueFrom with neither; a plain value is the safe reading
 
 
-def references(properties: Sequence[DiscoveryProperty], namespace: str) -> frozenset[Source]:
-    """Every ConfigMap and Secret the properties read, with the namespace defaulted to the Configuration's."""
+def references(properties: Sequence[DiscoveryProperty]) -> frozenset[Source]:
+    """Every ConfigMap and Secret the properties read, the namespace defaulted to `default`."""
     found: set[Source] = set()
     for prop in properties:
         ref = _reference(prop)
         if ref is not None:
             kind, _, selector = ref
-            found.add((kind, selector.namespace or namespace, selector.name))
+            found.add((kind, selector.namespace or DEFAULT_NAMESPACE, selector.name))
     return frozenset(found)
 
 
 def resolve(
-    properties: Sequence[DiscoveryProperty], namespace: str, sources: Mapping[Source, Mapping[str, Any]]
-) -> dict[str, bytes]:
-    """The properties' values by name; `errors.Invalid` naming the first property that cannot be resolved."""
-    out: dict[str, bytes] = {}
+    properties: Sequence[DiscoveryProperty], sources: Mapping[Source, Mapping[str, Any]]
+) -> dict[str, bytes | None]:
+    """The properties' values by name (None: neither value nor valueFrom, sent without bytes); `errors.Invalid`
+    naming the first property that cannot be resolved."""
+    out: dict[str, bytes | None] = {}
     for i, prop in enumerate(properties):
-        value = _value(prop, f"{PATH}[{i}]", namespace, sources)
+        ref = _reference(prop)
+        if ref is None:
+            out[prop.name] = None if prop.value is None else prop.value.encode("utf-8")
+            continue
+        value = _referred(ref, f"{PATH}[{i}]", sources)
         if value is not None:
             out[prop.name] = value
     return out
 
 
-def _value(
-    prop: DiscoveryProperty, path: str, namespace: str, sources: Mapping[Source, Mapping[str, Any]]
+def _referred(
+    ref: tuple[str, str, KeySelector], path: str, sources: Mapping[Source, Mapping[str, Any]]
 ) -> bytes | None:
-    ref = _reference(prop)
-    if ref is None:
-        return (prop.value or "").encode("utf-8")
+    """The bytes a `valueFrom` refers to; None when it is optional and missing (the property is left out)."""
     kind, field, selector = ref
     where = f"{path}.valueFrom.{field}"
-    ns = selector.namespace or namespace
+    ns = selector.namespace or DEFAULT_NAMESPACE
     what = f"{kind} {ns}/{selector.name}"
     obj = sources.get((kind, ns, selector.name))
     if obj is None:

@@ -2,10 +2,10 @@
 
 Work is level-triggered: change handlers and discovery streams `mark` a Configuration dirty (or the plugin set), and
 one loop does the marked work in order: per Configuration, the discovery stream is synced (`discoveries`) and
-`instances.plan` (pure) decides what to create, join, leave, resize, mark offline or expire; the plan's writes run
-concurrently (bounded), each a CAS that re-decides on the fresh object. Then the plugin set follows (`pluginsets`).
-Allocate calls and releases run concurrently with this loop; they meet only in the store, through CAS, so no lock
-is needed.
+`instances.plan` (pure) decides what to create, join, leave, sync (capacity, cdiName, device properties), mark
+offline or expire; the plan's writes run concurrently (bounded), each a CAS that re-decides on the fresh object.
+Then the plugin set follows (`pluginsets`). Allocate calls and releases run concurrently with this loop; they meet
+only in the store, through CAS, so no lock is needed.
 
 Failure semantics: a store error in one Configuration's reconcile is logged and that Configuration is marked again
 after a short real-time backoff (the store is a real peer). A bug that escapes the loop is restarted by the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from devplace import errors
@@ -187,7 +187,14 @@ class Reconciler:
         jobs += [functools.partial(self._join, namespace, inst) for inst in plan.join]
         if cfg is not None:
             jobs += [
-                functools.partial(self._sync, namespace, inst, cfg.spec.capacity, dict(cfg.spec.broker_properties))
+                functools.partial(
+                    self._sync,
+                    namespace,
+                    inst,
+                    cfg.spec.capacity,
+                    dict(cfg.spec.broker_properties),
+                    plan.device_properties.get(inst),
+                )
                 for inst in plan.sync
             ]
         jobs += [functools.partial(self._mark_offline, namespace, inst, now) for inst in plan.mark_offline]
@@ -207,11 +214,18 @@ class Reconciler:
     async def _join(self, namespace: str, name: str) -> None:
         await self.cache.mutate_instance(namespace, name, lambda obj: instances.joined(obj, self.node))
 
-    async def _sync(self, namespace: str, name: str, capacity: int, props: dict[str, str]) -> None:
+    async def _sync(
+        self,
+        namespace: str,
+        name: str,
+        capacity: int,
+        props: dict[str, str],
+        device_properties: Mapping[str, str] | None,
+    ) -> None:
         def sync(obj: dict[str, Any]) -> dict[str, Any] | None:
             if self.node not in (obj["spec"].get("nodes") or []):
                 return None
-            return instances.synced(obj, capacity, props)
+            return instances.synced(obj, self.node, capacity, props, device_properties)
 
         await self.cache.mutate_instance(namespace, name, sync)
 

@@ -29,6 +29,7 @@ from devplace.agent import releases, slots
 from devplace.agent.caches import NodeCache, PodInfo
 from devplace.agent.releases import DeviceKey, HeldSlot, PodKey
 from devplace.agent.servers import socket_identity
+from devplace.api.devices import RESOURCE_PREFIXES
 from devplace.clocks import Clock
 from devplace.deviceplugin.podresources.v1 import api_pb2 as pr_pb2
 from devplace.deviceplugin.podresources.v1 import api_pb2_grpc as pr_grpc
@@ -50,7 +51,7 @@ class Releaser:
     def __init__(
         self,
         node: str,
-        prefix: str,
+        prefix: str | None,
         release_grace: float,
         podresources_poll: float,
         podresources_socket: Path,
@@ -164,12 +165,12 @@ class Releaser:
         except grpc.aio.AioRpcError as e:
             log.info("%s: PodResources List failed: %s", self.node, e.details())
             return None
-        prefix = self.prefix + "/"
+        prefixes = tuple(f"{p}/" for p in ((self.prefix,) if self.prefix else RESOURCE_PREFIXES))
         out: dict[PodKey, set[DeviceKey]] = {}
         for pod in response.pod_resources:
             for container in pod.containers:
                 for devices in container.devices:
-                    if devices.resource_name.startswith(prefix):
+                    if devices.resource_name.startswith(prefixes):
                         out.setdefault((pod.namespace, pod.name), set()).update(
                             (devices.resource_name, device_id) for device_id in devices.device_ids
                         )
@@ -183,7 +184,7 @@ class Releaser:
     # -- releases ------------------------------------------------------------------------------------------------
 
     def _held(self) -> dict[DeviceKey, HeldSlot]:
-        return releases.held_by_node(self.cache.instances.values(), self.node, self.prefix)
+        return releases.held_by_node(self.cache.instances.values(), self.node, self.prefix, self.cache.api_versions())
 
     async def _release_pod(self, key: PodKey, entry: tuple[frozenset[DeviceKey], int] | None) -> None:
         listing = await self.observe()

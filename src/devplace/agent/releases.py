@@ -7,7 +7,8 @@ The device-plugin API has no Deallocate, so the agent learns about released devi
 
 Everything here is derived from the store (who holds what) plus PodResources (which container uses which device),
 never from memory alone, so it works across agent restarts. A kubelet device id is `(resource, id)`: IL slots are
-`(<prefix>/<instance>, <slot>)`, CL slots `(<prefix>/<configuration>, <vdev>)` (the vdev is in the holder). Only
+`(<prefix>/<instance>, <slot>)`, CL slots `(<prefix>/<configuration>, <vdev>)` (the vdev is in the holder); the
+prefix is the Configuration's (`api.devices.resource_name`, `resource_of`). Only
 slots held by THIS node are ever candidates, and the agent frees each by CAS on the exact holder it saw.
 
 Guard against freeing a device that was handed to a new pod in the meantime: a device allocated after the
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from devplace.agent import slots
 from devplace.agent.instances import InstanceRecord
+from devplace.api import devices
 
 __all__ = [
     "DeviceKey",
@@ -29,7 +31,7 @@ __all__ = [
     "absences",
     "held_by_node",
     "pod_release",
-    "resource_name",
+    "resource_of",
 ]
 
 DeviceKey = tuple[str, str]
@@ -50,19 +52,32 @@ class HeldSlot:
     device: DeviceKey
 
 
-def resource_name(prefix: str, name: str) -> str:
-    return f"{prefix}/{name}"
+def resource_of(
+    record: InstanceRecord, name: str, prefix: str | None, api_versions: Mapping[tuple[str, str], str]
+) -> str:
+    """The extended resource `name` (the Instance's or its Configuration's) has on this node: the prefix is
+    `prefix` when set, else the API group of the Configuration (`api_versions`, by (namespace, name)), else of the
+    Instance (its Configuration is gone; an Instance is written with its Configuration's apiVersion)."""
+    api_version = api_versions.get((record.namespace, record.configuration)) or str(record.obj.get("apiVersion") or "")
+    return devices.resource_name(api_version, name, prefix)
 
 
-def held_by_node(records: Iterable[InstanceRecord], node: str, prefix: str) -> dict[DeviceKey, HeldSlot]:
-    """Every slot `node` holds, by the kubelet's device key, whether or not the Instance still lists `node`."""
+def held_by_node(
+    records: Iterable[InstanceRecord],
+    node: str,
+    prefix: str | None,
+    api_versions: Mapping[tuple[str, str], str] | None = None,
+) -> dict[DeviceKey, HeldSlot]:
+    """Every slot `node` holds, by the kubelet's device key, whether or not the Instance still lists `node`.
+    `prefix`, `api_versions`: as `resource_of`."""
+    versions = api_versions or {}
     out: dict[DeviceKey, HeldSlot] = {}
     for record in records:
         for slot, holder in record.usage.holders.items():
             if isinstance(holder, slots.IL) and holder.node == node:
-                key = (resource_name(prefix, record.name), slot)
+                key = (resource_of(record, record.name, prefix, versions), slot)
             elif isinstance(holder, slots.CL) and holder.node == node:
-                key = (resource_name(prefix, record.configuration), holder.vdev)
+                key = (resource_of(record, record.configuration, prefix, versions), holder.vdev)
             else:
                 continue
             out[key] = HeldSlot(record.namespace, record.name, slot, holder, key)

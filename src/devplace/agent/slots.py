@@ -4,18 +4,31 @@ Pure: given an Instance's usage map and a request, decide. No I/O, no clocks, no
 `devplace.agent.plugins` and `devplace.agent.agents` read an Instance, call one function here and write the result
 with a compare-and-swap; on `Conflict` they re-read and call it again, so every rule holds on the freshest state.
 
-Holders travel as strings in `Instance.spec.deviceUsage` and are parsed once, here, into typed values:
+Holders travel as strings in `Instance.spec.deviceUsage` and are parsed once, at the agent's boundary, into typed
+values by the slot rules of `devplace.api.devices` (the one definition, which the API server enforces too):
 
 | wire                 | holder          | meaning                                                   |
 |----------------------|-----------------|-----------------------------------------------------------|
 | `""`                 | `FREE`          | nobody holds the slot                                     |
 | `"<node>"`           | `IL(node)`      | held through the node's Instance-level plugin             |
 | `"C:<vdev>:<node>"`  | `CL(vdev, node)`| held through the node's Configuration-level plugin, vdev  |
+| anything else        | `Unknown(raw)`  | breaks the rules; kept exactly as stored (below)          |
 
 Slots are named `<instance>-<i>` for i in 0..capacity-1 ("canonical"). After a capacity shrink a held slot with
 i >= capacity stays ("retiring") until released, then goes. A free slot is claimable only while fewer than
-`capacity` slots are held, so capacity is respected at every instant, also while slots retire. Slots whose names
-do not follow the pattern are treated like retiring ones.
+`capacity` slots are held, so capacity is respected at every instant, also while slots retire.
+
+An Instance that breaks the rules (written into the store past the API server, or before it checked them) is not
+dropped: one bad slot must not take a device offline. `Usage.read` keeps every slot; what breaks the rules is inert:
+- an `Unknown` holder is never claimable, never Healthy and not counted against capacity: no agent writes one, so it
+  records no allocation this agent could honour;
+- a slot whose name is not `<instance>-<i>` ("unnamed") is not advertised, not claimable and not counted: claims take
+  only named slots, so no allocation rests on one.
+What the node owns it repairs (`repair`, written by the agent's capacity sync): an `Unknown` holder that names it
+(`C::node-a`) becomes its Instance-level hold, which the releaser frees like any slot the kubelet does not list (so a
+corrupted record of a running container is not handed out at once); an unnamed slot it holds goes. `resize` adds
+missing slots and drops free ones beyond capacity (unnamed free ones too). An `Unknown` holder naming another node
+or none is left alone, as another node's slots are: only the node a slot names writes it (DESIGN.md section 3).
 
 Configuration-level virtual devices ("vdevs"): with `uniqueDevices: true` one per Instance, named like the Instance
 (a container can never get two slots of one Instance, because the kubelet never gives one device twice); with
@@ -26,12 +39,14 @@ mapping in the holder, so re-offering a vdev finds the same slot again (Akri #84
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from devplace import errors
+from devplace.api import devices
+from devplace.api.devices import CL, FREE, IL, Free, parse_holder, slot_index, slot_name
 
 __all__ = [
     "CL",
@@ -43,6 +58,7 @@ __all__ = [
     "Holder",
     "Preference",
     "Refusal",
+    "Unknown",
     "Usage",
     "check_unique_request",
     "cl_advertised",
@@ -55,87 +71,36 @@ __all__ = [
     "parse_holder",
     "preferred_allocation",
     "release_slot",
+    "repair",
     "resize",
     "slot_index",
     "slot_name",
     "vdev_instance",
 ]
 
-_CL_PREFIX = "C:"
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-
 
 @dataclass(frozen=True)
-class Free:
-    """Nobody holds the slot."""
+class Unknown:
+    """A stored holder that breaks the holder grammar, kept exactly as stored (module docstring)."""
+
+    raw: Any = field(hash=False)
 
     def __str__(self) -> str:
-        return "nobody"
+        return f"an unreadable holder {self.raw!r}"
+
+    def names(self, node: str) -> bool:
+        """Whether it names `node` (`api.devices.named_node`: `C::node-a`, `C:a:b:node-a`)."""
+        return devices.named_node(self.raw) == node
 
 
-FREE = Free()
+Holder = Free | IL | CL | Unknown
 
 
-@dataclass(frozen=True)
-class IL:
-    """Held through `node`'s Instance-level plugin."""
-
-    node: str
-
-    def __str__(self) -> str:
-        return f"{self.node} (instance level)"
-
-
-@dataclass(frozen=True)
-class CL:
-    """Held through `node`'s Configuration-level plugin for its virtual device `vdev`."""
-
-    vdev: str
-    node: str
-
-    def __str__(self) -> str:
-        return f"{self.node} (configuration level, {self.vdev})"
-
-
-Holder = Free | IL | CL
-
-
-def parse_holder(raw: str, path: str = "holder") -> Holder:
-    """The typed holder of a wire value; `errors.Invalid` naming `path` for anything else."""
-    if raw == "":
-        return FREE
-    if raw.startswith(_CL_PREFIX):
-        vdev, sep, node = raw[len(_CL_PREFIX) :].partition(":")
-        if not sep or not _NAME.match(vdev) or not _NAME.match(node):
-            raise errors.Invalid.field(path, f"{raw!r} is not a configuration-level holder 'C:<vdev>:<node>'")
-        return CL(vdev, node)
-    if not _NAME.match(raw):
-        raise errors.Invalid.field(path, f"{raw!r} is neither empty, a node name, nor 'C:<vdev>:<node>'")
-    return IL(raw)
-
-
-def format_holder(holder: Holder) -> str:
-    """The wire value of `holder` (inverse of `parse_holder`)."""
-    if isinstance(holder, IL):
-        return holder.node
-    if isinstance(holder, CL):
-        return f"{_CL_PREFIX}{holder.vdev}:{holder.node}"
-    return ""
-
-
-def slot_name(instance: str, index: int) -> str:
-    return f"{instance}-{index}"
-
-
-def slot_index(instance: str, slot: str) -> int | None:
-    """`i` for a slot named `<instance>-<i>`, else None (a foreign or malformed name)."""
-    prefix = f"{instance}-"
-    if not slot.startswith(prefix):
-        return None
-    rest = slot[len(prefix) :]
-    if not rest.isdigit() or (len(rest) > 1 and rest.startswith("0")):
-        return None
-    return int(rest)
+def format_holder(holder: Holder) -> Any:
+    """The wire value of `holder` (inverse of `parse_holder`; an `Unknown` one as it was stored)."""
+    if isinstance(holder, Unknown):
+        return holder.raw
+    return devices.format_holder(holder)
 
 
 def initial_usage(instance: str, capacity: int) -> dict[str, str]:
@@ -154,16 +119,40 @@ class Usage:
     """How many slots are held (counted once: `holders` never changes)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "held", sum(1 for h in self.holders.values() if not isinstance(h, Free)))
+        held = sum(
+            1
+            for slot, h in self.holders.items()
+            if isinstance(h, IL | CL) and slot_index(self.instance, slot) is not None
+        )
+        object.__setattr__(self, "held", held)
 
     @classmethod
     def parse(cls, instance: str, capacity: int, device_usage: Mapping[str, str]) -> Usage:
         """Parse the wire map; a bad holder raises `errors.Invalid` naming `spec.deviceUsage.<slot>`."""
-        holders = {slot: parse_holder(raw, f"spec.deviceUsage.{slot}") for slot, raw in device_usage.items()}
+        holders: dict[str, Holder] = {
+            slot: parse_holder(raw, f"spec.deviceUsage.{slot}") for slot, raw in device_usage.items()
+        }
         return cls(instance, capacity, _ordered(instance, holders))
 
-    def to_wire(self) -> dict[str, str]:
+    @classmethod
+    def read(cls, instance: str, capacity: int, device_usage: Any) -> Usage:
+        """What the store holds, whatever it is: a holder that breaks the grammar is read as `Unknown`, a usage that
+        is not a map as no slots (module docstring); never raises."""
+        holders: dict[str, Holder] = {}
+        for slot, raw in device_usage.items() if isinstance(device_usage, Mapping) else ():
+            try:
+                holders[str(slot)] = parse_holder(raw)
+            except errors.Invalid:
+                holders[str(slot)] = Unknown(raw)
+        return cls(instance, capacity, _ordered(instance, holders))
+
+    def to_wire(self) -> dict[str, Any]:
         return {slot: format_holder(holder) for slot, holder in self.holders.items()}
+
+    @functools.cached_property
+    def unreadable(self) -> tuple[str, ...]:
+        """The slots that break the naming or holder rules (an unnamed slot or an `Unknown` holder), in order."""
+        return tuple(slot for slot, h in self.holders.items() if isinstance(h, Unknown) or self.index(slot) is None)
 
     def index(self, slot: str) -> int | None:
         return slot_index(self.instance, slot)
@@ -251,7 +240,7 @@ def claim_slots(usage: Usage, wanted: Sequence[str], node: str, visible: bool) -
     new: list[str] = []
     for slot in wanted:
         holder = usage.holders.get(slot)
-        if holder is None:
+        if holder is None or usage.index(slot) is None:
             return Refusal(f"{slot} is not a slot of {usage.instance}")
         if not isinstance(holder, Free):
             if holder == mine:
@@ -337,6 +326,21 @@ def release_slot(usage: Usage, slot: str, holder: Holder) -> Usage | None:
     return usage.with_holders({slot: FREE if usage.is_canonical(slot) else None})
 
 
+def repair(usage: Usage, node: str) -> Usage:
+    """What `node` mends of `usage` (module docstring); `usage` itself when nothing: an `Unknown` holder naming `node`
+    becomes `IL(node)` (on a named slot; an unnamed one goes), an unnamed slot `node` holds goes."""
+    changes: dict[str, Holder | None] = {}
+    for slot in usage.unreadable:
+        holder = usage.holders[slot]
+        named = usage.index(slot) is not None
+        if isinstance(holder, Unknown):
+            if holder.names(node):
+                changes[slot] = IL(node) if named else None
+        elif isinstance(holder, IL | CL) and holder.node == node:
+            changes[slot] = None
+    return usage.with_holders(changes) if changes else usage
+
+
 def resize(usage: Usage, capacity: int) -> Usage:
     """Slots for a new capacity: missing canonical slots are added free; free slots beyond it go; held ones stay."""
     holders: dict[str, Holder | None] = {}
@@ -361,11 +365,12 @@ class DeviceHealth:
 
 
 def il_health(usage: Usage, node: str) -> list[DeviceHealth]:
-    """Instance-level devices: every slot; Healthy iff claimable or held by this node's IL plugin."""
+    """Instance-level devices: every named slot; Healthy iff claimable or held by this node's IL plugin."""
     mine = IL(node)
     return [
         DeviceHealth(slot, holder == mine or usage.claimable(slot), usage.instance)
         for slot, holder in usage.holders.items()
+        if usage.index(slot) is not None  # an unnamed slot is no device (module docstring)
     ]
 
 

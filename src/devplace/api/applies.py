@@ -3,9 +3,11 @@
 `plan_apply(manifest, stored)` decides, for one validated manifest (as written, `manifests.validated`) and the object
 as stored (None when absent):
 
-- `Create(object)`: the manifest without server-owned metadata (`SERVER_OWNED`).
+- `Create(object)`: the manifest without server-owned metadata (`api.meta.SERVER_OWNED_METADATA`, the one list the
+  API server and the store use too).
 - `Update(object)`: the manifest owns everything the user writes; the store keeps what it or the parts own:
-  - server-owned metadata (`resourceVersion`, `uid`, `generation`, timestamps, `managedFields`) is the stored one;
+  - server-owned metadata (`resourceVersion`, `uid`, `generation`, timestamps, `managedFields`, ...) is the stored
+    one;
   - `ownerReferences` and `finalizers` are kept when the manifest has none (controllers write them);
   - `status` is kept when the manifest has none;
   - an Instance's `spec.deviceUsage` is agent state, like status: every slot that still exists (a key of the
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
+from devplace.api.meta import SERVER_OWNED_METADATA
 
 __all__ = [
     "Create",
@@ -34,9 +37,6 @@ __all__ = [
     "Update",
     "plan_apply",
 ]
-
-SERVER_OWNED = ("resourceVersion", "uid", "generation", "creationTimestamp", "deletionTimestamp", "managedFields")
-"""Metadata the store owns: never taken from a manifest."""
 
 KEPT_WHEN_ABSENT = ("ownerReferences", "finalizers")
 """Metadata the parts write: a manifest that omits them leaves the stored ones."""
@@ -77,7 +77,7 @@ def plan_apply(manifest: Mapping[str, Any], stored: Mapping[str, Any] | None) ->
                 "remove metadata.resourceVersion to create it"
             )
         fresh = copy.deepcopy(dict(manifest))
-        fresh["metadata"] = {k: v for k, v in fresh.get("metadata", {}).items() if k not in SERVER_OWNED}
+        fresh["metadata"] = {k: v for k, v in fresh.get("metadata", {}).items() if k not in SERVER_OWNED_METADATA}
         return Create(fresh)
     stored_meta = stored.get("metadata") or {}
     if pinned and str(pinned) != str(stored_meta.get("resourceVersion")):
@@ -85,8 +85,8 @@ def plan_apply(manifest: Mapping[str, Any], stored: Mapping[str, Any] | None) ->
             f"resourceVersion {pinned} is stale: the object is at {stored_meta.get('resourceVersion')}"
         )
     merged = copy.deepcopy(dict(manifest))
-    merged_meta = {k: v for k, v in (merged.get("metadata") or {}).items() if k not in SERVER_OWNED}
-    for key in SERVER_OWNED:
+    merged_meta = {k: v for k, v in (merged.get("metadata") or {}).items() if k not in SERVER_OWNED_METADATA}
+    for key in SERVER_OWNED_METADATA:
         if key in stored_meta:
             merged_meta[key] = copy.deepcopy(stored_meta[key])
     for key in KEPT_WHEN_ABSENT:

@@ -9,12 +9,34 @@ optional.
 with a `brokerJobSpec` (Akri's behaviour). `job` needs a `brokerJobSpec`, every other strategy a `brokerPodSpec`.
 The `{{PLACEHOLDER}}` resource key names one Instance's resource, so strategies whose brokers serve no single
 Instance (`configuration`, `pool`, `group`) refuse it.
-Slot holders in `deviceUsage` stay strings on the wire (`""`, `"<node>"`, `"C:<vdev>:<node>"`); the agent parses them
-once at its boundary into typed holders.
+An Instance's `deviceUsage` follows the slot rules (DESIGN.md section 4), defined here once and used by this model
+(so by the API server, `devplace apply` and the simulation), by the agent (`devplace.agent.slots` parses and repairs
+with them) and by the scheduler and controller (they skip or read around what breaks them):
+- slot names are `<instance>-<i>`, `i` a decimal without leading zeros below `MAX_CAPACITY`;
+- holders are `""` (free), `"<node>"` (held through the node's Instance-level plugin) or `"C:<vdev>:<node>"` (held
+  through its Configuration-level plugin), node and vdev lower-case DNS-style names: Akri's three forms, parsed once
+  into `FREE`, `IL(node)` and `CL(vdev, node)`. A holder may name a node that is not in `nodes` (a node that stopped
+  seeing the device keeps its slots until they are released);
+- capacity: every slot below `capacity` exists (an empty `deviceUsage` is accepted as not yet written: the agent of a
+  node in `nodes` writes the free slots), and a slot at or beyond `capacity` exists only while held (it retires after
+  a capacity shrink and goes when released).
+Each broken rule is refused as `spec.deviceUsage.<slot>` with the reason (`usage_problems`). `named_node` (which
+node a stored holder names, also one that breaks the grammar) and `released` (a node's slots freed, retiring ones
+removed) are the lenient readers for what is already stored: a node's own repair, cleanup after a gone node.
+
+Extended resources (one rule for the agent, the controller, the scheduler and the simulation, `resource_name`): a
+Configuration's devices are `<prefix>/<instance>` (Instance level) and `<prefix>/<configuration>` (Configuration
+level), the prefix being the API group of the Configuration's `apiVersion` (`akri.sh/v0` -> `akri.sh`,
+`devplace.io/v1alpha1` -> `devplace.io`) unless a part is given an override (`--resource-prefix`). An Instance's
+`cdiName` is `<group>/<configuration>=<digest>` (`cdi_name`).
+An Instance stays valid against Akri's Instance CRD: its spec holds only the CRD's fields (`configurationName`,
+`cdiName`, `capacity`, `brokerProperties`, `shared`, `nodes`, `deviceUsage`); devplace-only data goes to annotations
+or `status`.
 
 `discoveryProperties` are Akri's: each is a `value` or a `valueFrom` with exactly one of `secretKeyRef` /
-`configMapKeyRef` (`{name, key, namespace?, optional?}`); their shape is checked here, with field paths, and the node
-agent resolves them (`devplace.agent.properties`) into the bytes it sends to the discovery handler.
+`configMapKeyRef` (`{name, key, namespace?, optional?}`; the namespace is `default` when not given, as Akri's);
+their shape is checked here, with field paths, and the node agent resolves them (`devplace.agent.properties`) into
+the bytes it sends to the discovery handler.
 
 A ResourceClass (seed 003) selects devices by `spec.resourceSelector`: terms ORed, each either `matchExpressions`
 (at least one `{key, operator, values}`, ANDed) or `classRef: <class>` (nested classes, seed 003's future scope),
@@ -26,7 +48,9 @@ number of values (`Gt` with two, `Exists` with one: `...values`), a value an ord
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import AfterValidator, Field, model_validator
@@ -38,15 +62,30 @@ from devplace.api.quantity import is_quantity
 from devplace.api.registry import register
 
 __all__ = [
+    "CL",
+    "FREE",
+    "IL",
     "MAX_DEVICE_ID",
     "PLACEHOLDER",
+    "RESOURCE_PREFIXES",
     "STRATEGIES",
     "Configuration",
     "DiscoveryProperty",
+    "Free",
     "Instance",
     "KeySelector",
     "ResourceClass",
     "ResourceClassStatus",
+    "cdi_name",
+    "format_holder",
+    "named_node",
+    "parse_holder",
+    "released",
+    "resource_name",
+    "resource_prefix",
+    "slot_index",
+    "slot_name",
+    "usage_problems",
 ]
 
 _DEVICE_GROUPS = ("devplace.io/v1alpha1", "akri.sh/v0")
@@ -54,9 +93,37 @@ _DEVICE_GROUPS = ("devplace.io/v1alpha1", "akri.sh/v0")
 MAX_DEVICE_ID = 63
 """The kubelet's limit on a device ID; slot IDs are `<configuration>-<6 hex>-<index>`."""
 
+MAX_CAPACITY = 1024
+"""The largest `capacity` of a Configuration or Instance, so slot indexes stay below it."""
+
+RESOURCE_PREFIXES = tuple(gv.partition("/")[0] for gv in _DEVICE_GROUPS)
+"""The extended-resource prefixes devices get without an override: the API groups of the device kinds."""
+
+
+def resource_prefix(api_version: str, override: str | None = None) -> str:
+    """The extended-resource prefix of a Configuration's devices (module docstring): `override` when one is set,
+    else the API group of the Configuration's `apiVersion` (`akri.sh/v0` -> `akri.sh`)."""
+    if override:
+        return override
+    group, sep, _ = api_version.partition("/")
+    return group if sep and group else RESOURCE_PREFIXES[0]
+
+
+def resource_name(api_version: str, name: str, override: str | None = None) -> str:
+    """The extended resource of an Instance (`<prefix>/<instance>`, Instance level) or of a Configuration
+    (`<prefix>/<configuration>`, Configuration level); `api_version` is the Configuration's."""
+    return f"{resource_prefix(api_version, override)}/{name}"
+
+
+def cdi_name(api_version: str, configuration: str, digest: str) -> str:
+    """An Instance's `spec.cdiName`, its device's CDI name: `<group>/<configuration>=<digest>` (Akri's
+    `akri.sh/<configuration>=<digest>`, the digest being the 6 hex of the Instance name). Never overridden: every
+    agent writing a shared Instance must agree on it whatever its flags."""
+    return f"{resource_prefix(api_version)}/{configuration}={digest}"
+
 
 class KeySelector(Model):
-    """One key of a Secret or ConfigMap; `namespace` defaults to the Configuration's, `optional` to false."""
+    """One key of a Secret or ConfigMap; `namespace` defaults to `default` (as Akri's), `optional` to false."""
 
     name: DnsSubdomain
     key: str = Field(min_length=1)
@@ -216,7 +283,7 @@ def _placeholder_paths(path: str, pod_spec: Any) -> Iterator[str]:
 
 class ConfigurationSpec(Model):
     discovery_handler: DiscoveryHandlerInfo
-    capacity: int = Field(default=1, ge=1, le=1024)
+    capacity: int = Field(default=1, ge=1, le=MAX_CAPACITY)
     unique_devices: bool = True
     broker_spec: BrokerSpec | None = None
     broker_strategy: BrokerStrategy | None = None
@@ -280,14 +347,159 @@ class Configuration(Resource):
                 )
 
 
+# -- deviceUsage: slot names, holders and the capacity rule (module docstring) -------------------------------------
+
+_CL_PREFIX = "C:"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Free:
+    """Nobody holds the slot."""
+
+    def __str__(self) -> str:
+        return "nobody"
+
+
+FREE = Free()
+
+
+@dataclass(frozen=True)
+class IL:
+    """Held through `node`'s Instance-level plugin."""
+
+    node: str
+
+    def __str__(self) -> str:
+        return f"{self.node} (instance level)"
+
+
+@dataclass(frozen=True)
+class CL:
+    """Held through `node`'s Configuration-level plugin for its virtual device `vdev`."""
+
+    vdev: str
+    node: str
+
+    def __str__(self) -> str:
+        return f"{self.node} (configuration level, {self.vdev})"
+
+
+Holder = Free | IL | CL
+
+
+def parse_holder(raw: Any, path: str = "holder") -> Holder:
+    """The typed holder of a wire value; `errors.Invalid` naming `path` for anything else."""
+    if not isinstance(raw, str):
+        raise errors.Invalid.field(path, f"a holder is a string, not {type(raw).__name__} {raw!r}")
+    if raw == "":
+        return FREE
+    if raw.startswith(_CL_PREFIX):
+        vdev, sep, node = raw[len(_CL_PREFIX) :].partition(":")
+        if not sep or not _NAME.match(vdev) or not _NAME.match(node):
+            raise errors.Invalid.field(path, f"{raw!r} is not a configuration-level holder 'C:<vdev>:<node>'")
+        return CL(vdev, node)
+    if not _NAME.match(raw):
+        raise errors.Invalid.field(path, f"{raw!r} is neither empty, a node name, nor 'C:<vdev>:<node>'")
+    return IL(raw)
+
+
+def format_holder(holder: Holder) -> str:
+    """The wire value of `holder` (inverse of `parse_holder`)."""
+    if isinstance(holder, IL):
+        return holder.node
+    if isinstance(holder, CL):
+        return f"{_CL_PREFIX}{holder.vdev}:{holder.node}"
+    return ""
+
+
+def named_node(raw: Any) -> str | None:
+    """The node a stored holder names: an IL or CL holder's node; for a string that breaks the grammar its last
+    `:`-separated part (`C::node-a` names node-a), so that node, or cleanup after it, can still set the slot right.
+    None for a free slot or a value naming nothing."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        holder = parse_holder(raw)
+    except errors.Invalid:
+        return raw.rpartition(":")[2] or None
+    return holder.node if isinstance(holder, IL | CL) else None
+
+
+def released(instance: str, capacity: int, device_usage: Mapping[str, Any], nodes: frozenset[str]) -> dict[str, Any]:
+    """`device_usage` with every slot a node of `nodes` holds (`named_node`) released: free again, or gone when it is
+    beyond `capacity` or not a slot name (a retiring slot goes when released, as the agent releases its own)."""
+    out: dict[str, Any] = {}
+    for slot, raw in device_usage.items():
+        if named_node(raw) in nodes:
+            index = slot_index(instance, slot)
+            if index is None or index >= capacity:
+                continue
+            raw = ""
+        out[slot] = raw
+    return out
+
+
+def slot_name(instance: str, index: int) -> str:
+    return f"{instance}-{index}"
+
+
+def slot_index(instance: str, slot: str) -> int | None:
+    """`i` for a slot named `<instance>-<i>` (decimal, no leading zeros, below `MAX_CAPACITY`), else None."""
+    prefix = f"{instance}-"
+    if not slot.startswith(prefix):
+        return None
+    rest = slot[len(prefix) :]
+    if not (rest.isascii() and rest.isdigit()) or (len(rest) > 1 and rest.startswith("0")) or len(rest) > 4:
+        return None
+    index = int(rest)
+    return index if index < MAX_CAPACITY else None
+
+
+def usage_problems(instance: str, capacity: int, device_usage: Any) -> Iterator[errors.FieldError]:
+    """Every way `device_usage` breaks the slot rules (module docstring), each naming its slot and the reason."""
+    if not isinstance(device_usage, Mapping):
+        yield errors.FieldError("spec.deviceUsage", f"a map of slot to holder, not {type(device_usage).__name__}")
+        return
+    for slot, raw in device_usage.items():
+        path = f"spec.deviceUsage.{slot}"
+        index = slot_index(instance, str(slot))
+        if index is None:
+            yield errors.FieldError(
+                path,
+                f"not a slot of {instance}: slots are named '{instance}-<i>' for i = 0 .. {MAX_CAPACITY - 1} "
+                "(decimal, no leading zeros)",
+            )
+            continue
+        try:
+            holder = parse_holder(raw, path)
+        except errors.Invalid as e:
+            yield from e.fields
+            continue
+        if index >= capacity and isinstance(holder, Free):
+            yield errors.FieldError(
+                path,
+                f"free, and beyond capacity {capacity}: a slot with i >= capacity exists only while held "
+                "(it retires after a capacity shrink and goes when released)",
+            )
+    if device_usage:
+        missing = [slot_name(instance, i) for i in range(capacity) if slot_name(instance, i) not in device_usage]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            yield errors.FieldError(
+                f"spec.deviceUsage.{missing[0]}",
+                f"missing{more}: an Instance of capacity {capacity} has the slots {slot_name(instance, 0)} .. "
+                f"{slot_name(instance, capacity - 1)}",
+            )
+
+
 class InstanceSpec(Model):
     configuration_name: str = Field(min_length=1)
-    capacity: int = Field(default=1, ge=1, le=1024)
+    capacity: int = Field(default=1, ge=1, le=MAX_CAPACITY)
     shared: bool = False
     nodes: list[str] = Field(default_factory=list)
     device_usage: dict[str, str] = Field(default_factory=dict)
     broker_properties: dict[str, str] = Field(default_factory=dict)
-    attributes: dict[str, str] | None = None
     cdi_name: str | None = None
 
 
@@ -298,6 +510,19 @@ class Instance(Resource):
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = _DEVICE_GROUPS
     spec: InstanceSpec
     status: dict[str, Any] | None = None
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        return usage_problems(self.name, self.spec.capacity, self.spec.device_usage)
+
+    @classmethod
+    def without_usage(cls, obj: Mapping[str, Any]) -> Instance:
+        """`from_obj` on `obj` with `spec.deviceUsage` left out (so not in the result either): for a part that reads
+        stored Instances and deals with a usage that breaks the slot rules itself (the agent repairs its own
+        slots, `devplace.agent.slots`); `usage_problems` says what is wrong with it."""
+        spec = obj.get("spec")
+        if isinstance(spec, Mapping) and "deviceUsage" in spec:
+            obj = {**obj, "spec": {k: v for k, v in spec.items() if k != "deviceUsage"}}
+        return cls.from_obj(obj)
 
 
 SelectionStrategy = Literal["firstFit", "binpack", "spread", "optimal"]

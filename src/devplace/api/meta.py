@@ -19,6 +19,7 @@ from devplace import errors
 from devplace.api import names
 
 __all__ = [
+    "SERVER_OWNED_METADATA",
     "DnsLabel",
     "DnsSubdomain",
     "Model",
@@ -27,6 +28,29 @@ __all__ = [
     "field_path",
     "invalid_from",
 ]
+
+SERVER_OWNED_METADATA = (
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+    "managedFields",
+)
+"""Metadata only the server writes; a client's body never sets it (the one list: API boundary, store, CLI apply).
+
+- `api.manifests.validated`, the boundary every client write passes, drops all of it except `resourceVersion`,
+  which an update carries as its compare-and-swap precondition (never as the value stored).
+- The store stamps `resourceVersion`, `uid`, `generation` and `creationTimestamp` on every write (an update keeps the
+  stored identity) and never stores `deletionTimestamp`, `deletionGracePeriodSeconds` or `selfLink` from a caller:
+  devplace has no graceful deletion, so an object is never born "being deleted", and an update keeps the stored
+  value (none). `selfLink` went out of Kubernetes in 1.20.
+- `managedFields` is the API server's field manager's (server-side apply): it computes them after the boundary and
+  hands them to the store, which passes them through.
+- The CLI's apply plan (`api.applies`) writes none of it from a manifest and keeps the stored values on update.
+"""
 
 
 class Model(BaseModel):

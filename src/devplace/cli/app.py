@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from devplace.cli import agents, daemons, demos, explains, fleets, resources, servers
+from devplace.cli import agents, crds, daemons, demos, explains, fleets, kubelets, resources, servers
 
 __all__ = ["app", "main"]
 
@@ -26,9 +28,28 @@ def options(
         envvar="DEVPLACE_STORE",
         help="Store URL: sqlite:///PATH, memory, http://HOST:PORT [default: sqlite:///./devplace.db]",
     ),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="DEVPLACE_TOKEN",
+        help="Bearer token for an http(s) store (a devplace server with --token-auth-file)",
+        show_default=False,
+    ),
+    kubeconfig: str | None = typer.Option(
+        None,
+        "--kubeconfig",
+        envvar="KUBECONFIG",
+        help="kubeconfig whose credentials (token, client certificate, CA) an http(s) store uses when one of its "
+        "contexts names that server; given on the command line without --store, its current server is the store",
+        show_default=False,
+    ),
 ) -> None:
     """Share and place hardware, from a fleet of clusters down to a single device slot."""
-    ctx.obj = {"store": store}
+    source = ctx.get_parameter_source("kubeconfig")
+    given = source is not None and source.name == "COMMANDLINE"  # not from $KUBECONFIG
+    if given and kubeconfig and not Path(kubeconfig).expanduser().is_file():
+        raise typer.BadParameter(f"{kubeconfig} is not a file", param_hint="--kubeconfig")
+    ctx.obj = {"store": store, "token": token, "kubeconfig": kubeconfig, "kubeconfig_given": given}
 
 
 @app.command()
@@ -39,7 +60,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for module in (resources, explains, servers, agents, daemons, fleets, demos):
+for module in (resources, explains, servers, agents, kubelets, daemons, fleets, demos, crds):
     module.register(app)
 
 

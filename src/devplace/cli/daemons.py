@@ -7,7 +7,7 @@ section 3): the part is stopped the same way, the failure is one `error:` line o
 process manager (systemd, a Kubernetes Deployment) restarts it. Time is the system clock; logs go to stderr.
 
     devplace scheduler --store sqlite:///var/lib/devplace/devplace.db --strategy binpack
-    devplace controller --store http://devplace-api:8080 --resource-prefix akri.sh
+    devplace controller --store http://devplace-api:8080
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import typer
 
 from devplace.api import names
 from devplace.api.devices import SELECTION_STRATEGIES as STRATEGIES
-from devplace.cli.resources import StoreOption, run, store_url
+from devplace.cli.resources import StoreOption, open_cli_store, run, store_url
 from devplace.clocks import SystemClock
 
 __all__ = ["LogLevelOption", "configure_logging", "register", "serve"]
@@ -51,7 +51,8 @@ async def serve(
 ) -> int:
     """Start a part, then wait for SIGTERM/SIGINT (0) or `failed()` (1); `stop` runs either way (module docstring).
 
-    Signal handlers are installed before `start`, so a SIGTERM during start-up is a clean stop too."""
+    Signal handlers are installed before `start`, so a SIGTERM during start-up is a clean stop too: `start` (which may
+    be waiting for its store, `devplace agent`) is cancelled and the exit code is 0."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     installed: list[signal.Signals] = []
@@ -61,7 +62,9 @@ async def serve(
             installed.append(sig)
     failure: BaseException | None = None
     try:
-        await start()
+        if not await _unless_stopped(start(), stopping):
+            typer.echo(f"devplace {command}: stopped before it started", err=True)
+            return 0
         typer.echo(f"devplace {command}: {banner}", err=True)
         stop_wait = asyncio.ensure_future(stopping.wait())
         fail_wait = asyncio.ensure_future(failed())
@@ -83,6 +86,24 @@ async def serve(
         return 1
     typer.echo(f"devplace {command}: stopped", err=True)
     return 0
+
+
+async def _unless_stopped(work: Awaitable[None], stopping: asyncio.Event) -> bool:
+    """Run `work` to its end (True; its error raised) unless `stopping` is set first (False: `work` cancelled)."""
+    task = asyncio.ensure_future(work)
+    stop_wait = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop_wait.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        return False
+    task.result()
+    return True
 
 
 def scheduler(
@@ -107,10 +128,9 @@ def scheduler(
 
     async def work() -> int:
         from devplace.scheduler.schedulers import Scheduler
-        from devplace.store import open_store
 
         clock = SystemClock()
-        st = open_store(url, clock=clock)
+        st = open_cli_store(ctx, url, clock=clock)
         part = Scheduler(st, clock, name=name, strategy=strategy)  # narrowed to a Strategy by the check above
 
         async def stop() -> None:
@@ -134,8 +154,12 @@ def controller(
     ctx: typer.Context,
     store: StoreOption = None,
     resource_prefix: Annotated[
-        str, typer.Option("--resource-prefix", help="Extended resource prefix (akri.sh for Akri compatibility)")
-    ] = "devplace.io",
+        str | None,
+        typer.Option(
+            "--resource-prefix",
+            help="Extended resource prefix for every Configuration [default: each Configuration's API group]",
+        ),
+    ] = None,
     node_grace: Annotated[
         float, typer.Option("--node-grace", help="Seconds a NotReady node keeps its slots", min=0)
     ] = 300.0,
@@ -151,12 +175,12 @@ def controller(
     async def work() -> int:
         from devplace.controller import Controller
         from devplace.controller.classes import ClassMatcher
-        from devplace.store import open_store
         from devplace.supervisors import first_failure
 
-        names.require_dns1123_subdomain("--resource-prefix", resource_prefix)
+        if resource_prefix is not None:
+            names.require_dns1123_subdomain("--resource-prefix", resource_prefix)
         clock = SystemClock()
-        st = open_store(url, clock=clock)
+        st = open_cli_store(ctx, url, clock=clock)
         matcher = ClassMatcher(st, clock)  # group members named by ResourceClass
         part = Controller(
             st,
@@ -187,7 +211,7 @@ def controller(
             start=start,
             stop=stop,
             failed=failed,
-            banner=f"prefix {resource_prefix}, store {url}",
+            banner=f"prefix {resource_prefix or 'per Configuration group'}, store {url}",
         )
 
     run(work)

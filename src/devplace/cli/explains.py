@@ -130,7 +130,7 @@ def explain(
                 Console().print(part)
         return 0
 
-    run(lambda: with_store(url, body))
+    run(lambda: with_store(url, body, ctx))
 
 
 def register(app: typer.Typer) -> None:

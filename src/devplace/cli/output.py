@@ -1,28 +1,30 @@
 """Rendering objects for people and for programs: tables, JSON, YAML, `describe` text, watch lines.
 
 Pure functions from wire dicts (and the current time) to text, so every format is tested without a terminal.
-Tables have kubectl's shape: NAMESPACE (for namespaced kinds), NAME, a few kind-specific columns, AGE
-(`get brokers` is a view of Configurations: strategy and the controller's desired/running/pending counts). On a
-terminal the CLI draws them with rich; otherwise `plain_table` aligns columns with spaces, which scripts can
-split on whitespace. Missing values show as `<none>`, like kubectl.
+Tables have kubectl's shape: NAMESPACE (for namespaced kinds), then the kind's columns as `devplace.api.tables`
+defines them for the API server's Tables too (NAME, kind-specific columns, AGE; `-o wide` adds the priority-1 ones),
+so `devplace get` and `kubectl get` print the same columns. `get brokers` is a view of Configurations: strategy and
+the controller's desired/running/pending counts. On a terminal the CLI draws tables with rich; otherwise
+`plain_table` aligns columns with spaces, which scripts can split on whitespace. Missing values show as `<none>`,
+like kubectl.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 from rich import box
 from rich.table import Table
 
+from devplace.api import tables
+
 __all__ = [
     "BROKER_HEADERS",
     "FORMATS",
-    "age",
     "broker_rows",
     "broker_summary",
     "describe",
@@ -37,124 +39,22 @@ __all__ = [
     "to_yaml",
 ]
 
-FORMATS = ("table", "json", "yaml", "name")
+FORMATS = ("table", "wide", "json", "yaml", "name")
 NONE = "<none>"
 
-Getter = Callable[[Mapping[str, Any]], str]
-
-
-@dataclass(frozen=True)
-class Column:
-    header: str
-    value: Getter
-
-
-def _dig(obj: Mapping[str, Any], *path: str) -> Any:
-    cur: Any = obj
-    for part in path:
-        if not isinstance(cur, Mapping):
-            return None
-        cur = cur.get(part)
-    return cur
-
-
-def _text(value: Any) -> str:
-    if value is None or value == "" or value == [] or value == {}:
-        return NONE
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(_text(v) for v in value)
-    if isinstance(value, Mapping):
-        return ",".join(f"{k}={_text(v)}" for k, v in value.items())
-    return str(value)
-
-
-def _spec(*path: str, default: Any = None) -> Getter:
-    def get(obj: Mapping[str, Any]) -> str:
-        value = _dig(obj, "spec", *path)
-        return _text(default if value is None else value)
-
-    return get
-
-
-def _instance_usage(obj: Mapping[str, Any]) -> str:
-    usage = _dig(obj, "spec", "deviceUsage") or {}
-    capacity = _dig(obj, "spec", "capacity") or len(usage) or 1
-    used = sum(1 for holder in usage.values() if holder)
-    return f"{used}/{capacity}"
-
-
-def _node_status(obj: Mapping[str, Any]) -> str:
-    for cond in _dig(obj, "status", "conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
-            return "Ready" if cond.get("status") == "True" else "NotReady"
-    return "Unknown"
-
-
-def _pod_status(obj: Mapping[str, Any]) -> str:
-    return _text(_dig(obj, "status", "phase") or "Pending")
-
-
-def _ratio(done: tuple[str, ...], want: tuple[str, ...], default_want: int = 1) -> Getter:
-    def get(obj: Mapping[str, Any]) -> str:
-        return f"{_dig(obj, *done) or 0}/{_dig(obj, *want) or default_want}"
-
-    return get
-
-
-def _strategy(obj: Mapping[str, Any]) -> str:
-    strategy = _dig(obj, "spec", "brokerStrategy")
-    if isinstance(strategy, Mapping) and strategy:
-        return ",".join(str(k) for k in strategy)
-    broker = _dig(obj, "spec", "brokerSpec") or {}
-    if "brokerJobSpec" in broker:
-        return "job"
-    return "perNode" if "brokerPodSpec" in broker else NONE
-
-
-_KIND_COLUMNS: dict[str, list[Column]] = {
-    "Configuration": [
-        Column("HANDLER", _spec("discoveryHandler", "name")),
-        Column("CAPACITY", _spec("capacity", default=1)),
-        Column("UNIQUE", _spec("uniqueDevices", default=True)),
-        Column("BROKERS", _strategy),
-    ],
-    "Instance": [
-        Column("CONFIG", _spec("configurationName")),
-        Column("SHARED", _spec("shared", default=False)),
-        Column("NODES", _spec("nodes")),
-        Column("USED/CAPACITY", _instance_usage),
-    ],
-    "ResourceClass": [
-        Column("ALLOCATABLE", lambda o: _text(_dig(o, "status", "allocatable"))),
-        Column("REQUESTED", lambda o: _text(_dig(o, "status", "requested"))),
-        Column("STRATEGY", _spec("selectionStrategy")),
-    ],
-    "Node": [Column("STATUS", _node_status)],
-    "Pod": [Column("STATUS", _pod_status), Column("NODE", _spec("nodeName"))],
-    "Service": [Column("TYPE", _spec("type", default="ClusterIP"))],
-    "ConfigMap": [Column("DATA", lambda o: str(len(o.get("data") or {})))],
-    "Job": [Column("COMPLETIONS", _ratio(("status", "succeeded"), ("spec", "completions")))],
-    "Deployment": [Column("READY", _ratio(("status", "readyReplicas"), ("spec", "replicas")))],
-}
-
-
 BROKER_HEADERS = ["NAMESPACE", "CONFIGURATION", "STRATEGY", "DESIRED", "RUNNING", "PENDING"]
-_BROKER_COUNTS = ("desired", "running", "pending")
 
 
 def broker_summary(configuration: Mapping[str, Any]) -> dict[str, Any]:
     """One Configuration's brokers: its strategy and the controller's counts from `status.brokers` (None: not
     reported yet, e.g. no controller has seen it)."""
-    counts = _dig(configuration, "status", "brokers")
-    counts = counts if isinstance(counts, Mapping) else {}
-    strategy = _strategy(configuration)
+    meta = configuration.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     return {
-        "namespace": _dig(configuration, "metadata", "namespace"),
-        "configuration": _dig(configuration, "metadata", "name"),
-        "strategy": None if strategy == NONE else strategy,
-        **{key: counts.get(key) for key in _BROKER_COUNTS},
+        "namespace": meta.get("namespace"),
+        "configuration": meta.get("name"),
+        "strategy": tables.strategy_of(configuration),
+        **tables.broker_counts(configuration),
     }
 
 
@@ -163,24 +63,14 @@ def broker_rows(configurations: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     rows = []
     for configuration in configurations:
         summary = broker_summary(configuration)
-        rows.append([_text(summary[key]) for key in ("namespace", "configuration", "strategy", *_BROKER_COUNTS)])
+        keys = ("namespace", "configuration", "strategy", *tables.BROKER_COUNTS)
+        rows.append([tables.cell_text(summary[key]) for key in keys])
     return rows
 
 
-def age(seconds: float) -> str:
-    """kubectl-style age: `45s`, `12m`, `5h`, `3d`."""
-    s = max(0, int(seconds))
-    if s < 120:
-        return f"{s}s"
-    if s < 3 * 3600:
-        return f"{s // 60}m"
-    if s < 48 * 3600:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
 def _created(obj: Mapping[str, Any]) -> float | None:
-    raw = _dig(obj, "metadata", "creationTimestamp")
+    meta = obj.get("metadata")
+    raw = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
     if not isinstance(raw, str) or not raw:
         return None
     try:
@@ -189,23 +79,19 @@ def _created(obj: Mapping[str, Any]) -> float | None:
         return None
 
 
-def columns_for(kind: str, *, namespaced: bool, now: float) -> list[Column]:
-    def age_of(obj: Mapping[str, Any]) -> str:
-        created = _created(obj)
-        return NONE if created is None else age(now - created)
-
-    cols = [Column("NAMESPACE", lambda o: _text(_dig(o, "metadata", "namespace")))] if namespaced else []
-    cols.append(Column("NAME", lambda o: _text(_dig(o, "metadata", "name"))))
-    cols.extend(_KIND_COLUMNS.get(kind, []))
-    cols.append(Column("AGE", age_of))
-    return cols
-
-
 def table(
-    kind: str, items: Sequence[Mapping[str, Any]], *, namespaced: bool, now: float
+    kind: str, items: Sequence[Mapping[str, Any]], *, namespaced: bool, now: float, wide: bool = False
 ) -> tuple[list[str], list[list[str]]]:
-    cols = columns_for(kind, namespaced=namespaced, now=now)
-    return [c.header for c in cols], [[c.value(obj) for c in cols] for obj in items]
+    """Headers and rows of `devplace get`: NAMESPACE for namespaced kinds, then the kind's columns
+    (`api.tables.columns`, the server's Table columns), the priority-1 ones only with `wide` (`-o wide`)."""
+    cols = tables.columns(kind, wide=wide)
+    headers = (["NAMESPACE"] if namespaced else []) + [c.header for c in cols]
+    rows = []
+    for obj in items:
+        meta = obj.get("metadata")
+        lead = [tables.cell_text(meta.get("namespace") if isinstance(meta, Mapping) else None)] if namespaced else []
+        rows.append(lead + [tables.cell_text(c.value(obj, now)) for c in cols])
+    return headers, rows
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -261,7 +147,7 @@ def describe(obj: Mapping[str, Any], *, now: float) -> str:
     """kubectl-describe-like text: identity and metadata first, then spec and status as indented YAML."""
     meta = obj.get("metadata") or {}
     created = _created(obj)
-    when = NONE if created is None else f"{meta.get('creationTimestamp')} ({age(now - created)} ago)"
+    when = NONE if created is None else f"{meta.get('creationTimestamp')} ({tables.age(now - created)} ago)"
 
     def mapping(value: Any) -> str:
         return "\n".join(f"{k}={v}" for k, v in value.items()) if value else NONE
@@ -290,7 +176,7 @@ def describe(obj: Mapping[str, Any], *, now: float) -> str:
         lines.append(f"{key + ':':<{width}}{first}")
         lines.extend(" " * width + line for line in rest)
     if obj.get("kind") == "Instance":
-        lines.append(f"{'Slots:':<{width}}{_instance_usage(obj)} used")
+        lines.append(f"{'Slots:':<{width}}{tables.cell_text(tables.instance_usage(obj))} used")
     skip = {"apiVersion", "kind", "metadata"}
     for key, value in obj.items():
         if key in skip:

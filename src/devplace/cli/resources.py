@@ -35,13 +35,14 @@ from devplace import errors
 from devplace.api import manifests, registry
 from devplace.api.registry import KindInfo
 from devplace.cli import output
-from devplace.clocks import SystemClock
+from devplace.clocks import Clock, SystemClock
 from devplace.store import Store, open_store
 from devplace.store.applies import Applied
 
 __all__ = [
     "StoreOption",
     "apply_object",
+    "open_cli_store",
     "raw_label",
     "read_sources",
     "register",
@@ -71,14 +72,34 @@ SelectorOption = Annotated[str | None, typer.Option("--selector", "-l", help="La
 # -- shared plumbing ----------------------------------------------------------------------------------------------
 
 
+def _root_options(ctx: typer.Context | None) -> Mapping[str, Any]:
+    obj = ctx.find_root().obj if ctx is not None else None
+    return obj if isinstance(obj, Mapping) else {}
+
+
 def store_url(ctx: typer.Context | None, explicit: str | None) -> str:
-    """`--store` on the command, else on `devplace` (ctx.obj["store"]), else $DEVPLACE_STORE, else the default."""
+    """`--store` on the command, else on `devplace` (ctx.obj["store"]), else $DEVPLACE_STORE, else the current server
+    of a kubeconfig given as `devplace --kubeconfig PATH`, else the default."""
     if explicit:
         return explicit
-    obj = ctx.find_root().obj if ctx is not None else None
-    if isinstance(obj, Mapping) and obj.get("store"):
-        return str(obj["store"])
-    return os.environ.get("DEVPLACE_STORE") or DEFAULT_STORE
+    options = _root_options(ctx)
+    if options.get("store"):
+        return str(options["store"])
+    if os.environ.get("DEVPLACE_STORE"):
+        return os.environ["DEVPLACE_STORE"]
+    if options.get("kubeconfig_given") and options.get("kubeconfig"):
+        from devplace.store.remote import kubeconfig_server
+
+        return kubeconfig_server(str(options["kubeconfig"]))
+    return DEFAULT_STORE
+
+
+def open_cli_store(ctx: typer.Context | None, url: str, *, clock: Clock | None = None) -> Store:
+    """`open_store(url)` with the credentials of `devplace --token / --kubeconfig` (used by http(s) stores)."""
+    options = _root_options(ctx)
+    token = options.get("token") or None
+    kubeconfig = options.get("kubeconfig") or None
+    return open_store(url, clock=clock, token=token, kubeconfig=kubeconfig)
 
 
 def fail(message: str) -> typer.Exit:
@@ -105,8 +126,8 @@ def run(work: Callable[[], Awaitable[int]]) -> None:
         raise typer.Exit(code)
 
 
-async def with_store(url: str, body: Callable[[Store], Awaitable[int]]) -> int:
-    store = open_store(url)
+async def with_store(url: str, body: Callable[[Store], Awaitable[int]], ctx: typer.Context | None = None) -> int:
+    store = open_cli_store(ctx, url)
     try:
         return await body(store)
     finally:
@@ -258,7 +279,7 @@ def apply(
 
         if not ready:
             return 1 if failed else 0
-        return await with_store(url, body)
+        return await with_store(url, body, ctx)
 
     run(work)
 
@@ -271,7 +292,9 @@ def get(
     name: Annotated[str | None, typer.Argument(help="One object's name (default: list)")] = None,
     namespace: NamespaceOption = None,
     all_namespaces: AllNamespacesOption = False,
-    output_format: Annotated[str, typer.Option("--output", "-o", help="table, json, yaml or name")] = "table",
+    output_format: Annotated[
+        str, typer.Option("--output", "-o", help="table, wide (more columns), json, yaml or name")
+    ] = "table",
     selector: SelectorOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -302,14 +325,15 @@ def get(
             where = f" in {ns} namespace" if ns else ""
             typer.echo(f"No resources found{where}.", err=True)
         else:
-            headers, rows = output.table(info.kind, items, namespaced=info.namespaced, now=SystemClock().now())
+            now, wide = SystemClock().now(), output_format == "wide"
+            headers, rows = output.table(info.kind, items, namespaced=info.namespaced, now=now, wide=wide)
             if _is_tty():
                 Console().print(output.rich_table(headers, rows))
             else:
                 typer.echo(output.plain_table(headers, rows))
         return 0
 
-    run(lambda: with_store(url, body))
+    run(lambda: with_store(url, body, ctx))
 
 
 BROKER_VIEW = ("brokers", "broker")
@@ -357,7 +381,7 @@ def describe(
         typer.echo(output.describe(obj, now=SystemClock().now()))
         return 0
 
-    run(lambda: with_store(url, body))
+    run(lambda: with_store(url, body, ctx))
 
 
 def delete(
@@ -379,7 +403,7 @@ def delete(
         typer.echo(f"{output.label_of(gone)} deleted")
         return 0
 
-    run(lambda: with_store(url, body))
+    run(lambda: with_store(url, body, ctx))
 
 
 def watch(
@@ -432,7 +456,7 @@ def watch(
                     return 0
         return 0
 
-    run(lambda: with_store(url, body))
+    run(lambda: with_store(url, body, ctx))
 
 
 def register(app: typer.Typer) -> None:

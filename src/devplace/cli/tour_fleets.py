@@ -333,11 +333,17 @@ async def _plan(tour: Tour, client: httpx2.AsyncClient, example: FleetExample) -
             "the turbo label as a nodeSelector",
         )
     status = await client.get(f"{example.plan}/status")
-    state = status.json().get("state") if status.status_code == 200 else f"HTTP {status.status_code}"
+    state = _last_state(status.json()) if status.status_code == 200 else f"HTTP {status.status_code}"
     tour.expect(
         state == "Created", f"the group's state after the plan: {state}", "Created", because="nothing committed"
     )
     tour.note("(`devplace fleet instantiate ...` commits the same decision; `status` shows it)")
+
+
+def _last_state(status: Mapping[str, Any]) -> str | None:
+    """The group's state in EMCO's status shape: the last of `states.actions`."""
+    actions = (status.get("states") or {}).get("actions") or []
+    return str(actions[-1].get("state")) if actions else None
 
 
 async def _remove(tour: Tour, client: httpx2.AsyncClient, created: list[FleetRequest]) -> None:

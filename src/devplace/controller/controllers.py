@@ -57,7 +57,7 @@ class Controller:
         store: Store,
         clock: Clock,
         *,
-        resource_prefix: str = "devplace.io",
+        resource_prefix: str | None = None,
         node_grace: float = 300.0,
         pending_grace: float = 300.0,
         namespace: str | None = None,

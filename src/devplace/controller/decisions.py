@@ -24,8 +24,8 @@ __all__ = ["Decision", "Settings", "decide"]
 
 @dataclass(frozen=True)
 class Settings:
-    resource_prefix: str = "devplace.io"
-    """The extended-resource prefix: `devplace.io`, or `akri.sh` for Akri compatibility."""
+    resource_prefix: str | None = None
+    """An override of the extended-resource prefix; None: each Configuration's API group (`api.devices`)."""
     pending_grace: float = 300.0
     """A broker Pending for longer than this is recreated."""
 

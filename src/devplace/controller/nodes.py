@@ -7,7 +7,8 @@ Pure. A node named in an Instance is gone when
 - no Node of that name exists and none has for `grace` seconds since the controller first noticed (an agent may
   write its Instance before its Node registers; a restarted controller starts counting again).
 `without_nodes(instance, gone)` removes the gone nodes from `spec.nodes` and frees the slots they held in
-`spec.deviceUsage` (holder `"<node>"` or `"C:<vdev>:<node>"` -> `""`); an Instance no node sees any more is deleted
+`spec.deviceUsage` (holder `"<node>"` or `"C:<vdev>:<node>"` -> `""`, a retiring slot removed: `api.devices.released`,
+the slot rules' one definition); an Instance no node sees any more is deleted
 (Akri's rule; the agents that would delete it are gone with their nodes). It is the `decide` of a `cas`.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
+from devplace.api import devices
 from devplace.controller import inputs
 from devplace.store.cas import DELETE, Delete
 
@@ -77,12 +79,7 @@ def gone_nodes(
 
 def holder_node(holder: str) -> str | None:
     """The node of a slot holder: `"<node>"` (IL) or `"C:<vdev>:<node>"` (CL); None for a free slot."""
-    if not holder:
-        return None
-    if holder.startswith("C:"):
-        _, _, node = holder.rpartition(":")
-        return node or None
-    return holder
+    return devices.named_node(holder)
 
 
 def nodes_of(instance: Mapping[str, Any]) -> set[str]:
@@ -110,7 +107,8 @@ def without_nodes(instance: Mapping[str, Any], gone: frozenset[str]) -> dict[str
     out["spec"]["nodes"] = nodes
     usage = spec.get("deviceUsage")
     if isinstance(usage, Mapping):
-        out["spec"]["deviceUsage"] = {
-            slot: ("" if isinstance(h, str) and holder_node(h) in gone else h) for slot, h in usage.items()
-        }
+        capacity = spec.get("capacity", 1)
+        out["spec"]["deviceUsage"] = devices.released(
+            str(out["metadata"].get("name")), capacity if isinstance(capacity, int) else 1, usage, gone
+        )
     return out

@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from devplace.api import devices
 from devplace.api.devices import PLACEHOLDER
 from devplace.controller import inputs, names, plans, pools
 from devplace.store.base import rfc3339
@@ -75,7 +76,7 @@ def brokers(
     instances: Iterable[inputs.Instance],
     existing: Sequence[Mapping[str, Any]] = (),
     *,
-    prefix: str = "devplace.io",
+    prefix: str | None = None,
     now: float = 0.0,
     class_matches: ClassMatches = no_classes,
 ) -> Brokers:
@@ -120,9 +121,11 @@ def _copy(value: Any) -> Any:
 class _Builder:
     """Bodies of the objects one Configuration owns."""
 
-    def __init__(self, configuration: inputs.Configuration, prefix: str) -> None:
+    def __init__(self, configuration: inputs.Configuration, prefix: str | None) -> None:
         self.cfg = configuration
-        self.prefix = prefix
+        self.override = prefix
+        self.prefix = devices.resource_prefix(configuration.api_version, prefix)
+        """The extended-resource prefix: the override, else the Configuration's API group (`api.devices`)."""
         c = configuration
         self.fingerprint = names.digest(
             [
@@ -136,7 +139,7 @@ class _Builder:
                 c.replicas,
                 c.devices_per_pod,
                 sorted(c.conflicts),
-                prefix,
+                self.prefix,
             ],
             32,
         )
@@ -155,6 +158,13 @@ class _Builder:
 
     def resource(self, instance: str) -> str:
         return names.resource_name(self.prefix, instance)
+
+    def member_resource(self, instance: inputs.Instance) -> str:
+        """The resource of a pooled or grouped Instance: one of another Configuration (a group member) is named
+        after its own group, as its node's agent names it."""
+        if instance.configuration == self.cfg.name:
+            return self.resource(instance.name)
+        return devices.resource_name(instance.api_version, instance.name, self.override)
 
     def metadata(self, name: str, labels: dict[str, str], owner: dict[str, Any], **annotations: str) -> dict[str, Any]:
         meta: dict[str, Any] = {
@@ -427,7 +437,7 @@ def _pooled(
             annotations: dict[str, str] = {}
         else:
             pool_id = names.digest([pool.node, [list(g) for g in pool.members]])
-            extra = {build.resource(i.name): "1" for i in members}
+            extra = {build.member_resource(i): "1" for i in members}
             annotations = {names.MEMBERS_ANNOTATION: json.dumps([list(g) for g in pool.members])}
         config_map = build.pool_config_map(pool_id, pool.node, members)
         objects.append(config_map)

@@ -1,15 +1,19 @@
 """The bridge to external discovery handlers speaking Akri's discovery-handler protocol (package v0).
 
 `RegistrationServer` serves `v0.Registration` on a unix socket (Akri: /var/lib/akri/agent-registration.sock). Each
-`RegisterDiscoveryHandler` puts an `ExternalHandler` into the node's `HandlerRegistry`, replacing one of the same name
-(a handler that restarted registers again). `ExternalHandler.discover` opens one `Discover` stream per call, sending
-the discoveryDetails and the resolved discoveryProperties (`discovery_properties`, name -> ByteData), and converts
-every `DiscoverResponse` into a full `list[Device]`, stamping `shared` from the registration.
+`RegisterDiscoveryHandler` puts an `ExternalHandler` into the node's `HandlerRegistry` as the endpoint
+`name@endpoint` (Akri's uid): handlers registering one name at different endpoints are kept side by side and merged
+by the agent, and one registering again at the same endpoint (it restarted) replaces its old entry.
+`ExternalHandler.discover` opens one `Discover` stream per call, sending the discoveryDetails and the resolved
+discoveryProperties (`discovery_properties`, name -> ByteData; a property with neither value nor valueFrom is a
+ByteData whose `vec` is not set at all, as Akri sends it), and converts every `DiscoverResponse` into a full
+`list[Device]`, stamping `shared` from the registration.
 
 Failure semantics (Akri's): `INVALID_ARGUMENT` from the handler means the discoveryDetails are bad and becomes
 `errors.Invalid` (the handler stays registered). Any other end of the stream (the process died, the socket is gone,
-the handler closed the stream) means the handler is broken: the `ExternalHandler` removes itself from the registry,
-unless a newer registration already replaced it, and the iteration ends with `errors.Unavailable`. The handler is
+the handler closed the stream) means the handler is broken: the `ExternalHandler` removes itself (only this
+endpoint) from the registry, unless a newer registration already replaced it, and the iteration ends with
+`errors.Unavailable`. The handler is
 expected to register again; `HandlerRegistry.changed` tells the agent when it has.
 
 Status codes are translated only by `devplace.deviceplugin.errors`.
@@ -17,9 +21,9 @@ Status codes are translated only by `devplace.deviceplugin.errors`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, Mapping
+import os
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +34,7 @@ import grpc.aio
 from devplace import errors
 from devplace.deviceplugin.errors import abort, from_rpc_error
 from devplace.discovery.devices import Device, DeviceSpec, Mount
-from devplace.discovery.handlers import HandlerRegistry
+from devplace.discovery.handlers import HandlerRegistry, ResolvedProperties
 from devplace.discovery.v0 import discovery_pb2 as v0
 from devplace.discovery.v0 import discovery_pb2_grpc as v0_grpc
 
@@ -41,6 +45,7 @@ __all__ = [
     "device_from_proto",
     "device_to_proto",
     "parse_registration",
+    "request_properties",
 ]
 
 log = logging.getLogger(__name__)
@@ -72,6 +77,11 @@ def device_to_proto(device: Device) -> v0.Device:
             for s in device.device_specs
         ],
     )
+
+
+def request_properties(properties: ResolvedProperties | None) -> dict[str, v0.ByteData]:
+    """`DiscoverRequest.discovery_properties`: bytes as they are, None as a ByteData without `vec` (not b"")."""
+    return {k: v0.ByteData() if v is None else v0.ByteData(vec=v) for k, v in (properties or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,7 @@ class ExternalHandler:
         self.registration = registration
         self.name = registration.name
         self.endpoint = registration.endpoint
+        self.uid = f"{registration.name}@{registration.endpoint}"
         self.shared = registration.shared
         self._registry = registry
 
@@ -121,12 +132,9 @@ class ExternalHandler:
         return f"ExternalHandler(name={self.name!r}, endpoint={self.endpoint!r}, shared={self.shared})"
 
     async def discover(
-        self, details: str, properties: Mapping[str, bytes] | None = None
+        self, details: str, properties: ResolvedProperties | None = None
     ) -> AsyncGenerator[list[Device], None]:
-        request = v0.DiscoverRequest(
-            discovery_details=details,
-            discovery_properties={k: v0.ByteData(vec=v) for k, v in (properties or {}).items()},
-        )
+        request = v0.DiscoverRequest(discovery_details=details, discovery_properties=request_properties(properties))
         async with grpc.aio.insecure_channel(self.registration.target) as channel:
             call = v0_grpc.DiscoveryHandlerStub(channel).Discover(request)
             try:
@@ -147,12 +155,8 @@ class ExternalHandler:
                 call.cancel()
 
     def _forget(self) -> None:
-        with contextlib.suppress(errors.NotFound):
-            if self._registry.get(self.name) is self:
-                log.info(
-                    "discovery handler %r at %s is gone; waiting for it to register again", self.name, self.endpoint
-                )
-                self._registry.remove(self.name)
+        if self._registry.discard(self):
+            log.info("discovery handler %r at %s is gone; waiting for it to register again", self.name, self.endpoint)
 
 
 class _RegistrationServicer(v0_grpc.RegistrationServicer):
@@ -183,6 +187,7 @@ class RegistrationServer:
         self.socket_path = socket_path
         self.registry = registry
         self._server: grpc.aio.Server | None = None
+        self._identity: tuple[int, int] | None = None
 
     async def start(self) -> None:
         if self._server is not None:
@@ -194,9 +199,20 @@ class RegistrationServer:
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
         self._server = server
+        self._identity = _identity(self.socket_path)
 
     async def stop(self) -> None:
+        """Stop serving; the socket file goes too, unless another agent has bound that path since (it is theirs)."""
         server, self._server = self._server, None
         if server is not None:
             await server.stop(None)
-            self.socket_path.unlink(missing_ok=True)
+            if self._identity is not None and _identity(self.socket_path) == self._identity:
+                self.socket_path.unlink(missing_ok=True)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)

@@ -1,18 +1,21 @@
 """debugEcho: Akri's test discovery handler, built in.
 
-discoveryDetails is YAML `descriptions: [foo0, foo1]` (plus optional `shared: true|false`, default true; Akri reads
-`shared` from the handler's environment instead). Each description is one device whose id is the description and
-whose only property is `DEBUG_ECHO_DESCRIPTION=<description>`; no mounts, no device nodes.
+discoveryDetails is YAML `descriptions: [foo0, foo1]` (plus optional `shared: true|false`). Each description is one
+device whose id is the description and whose only property is `DEBUG_ECHO_DESCRIPTION=<description>`; no mounts, no
+device nodes. Whether the devices are shared: the details' `shared` when given, else the handler's default, which
+Akri takes from the agent's environment (`DEBUG_ECHO_INSTANCES_SHARED`, read by `devplace agent`; default true).
 
 Per-node OFFLINE switch, as in Akri: while the node's availability file contains `OFFLINE`, or while the `offline`
-property is true, the node reports no devices. Setting the property wakes every stream at once; the file is polled
-through the injected clock every `poll_interval` seconds (so tests advance a FakeClock instead of sleeping). A stream
-re-sends only when its list actually changes. discoveryProperties are accepted and ignored (debugEcho needs none).
+property is true, the node reports no devices; anything else in the file (or no file) brings them back. Akri's file is
+`/tmp/debug-echo-availability.txt` (`AVAILABILITY_FILE`, which `devplace agent` watches; Akri's end-to-end tests
+`echo OFFLINE >` it). Setting the property wakes every stream at once; the file is polled through the injected clock
+every `poll_interval` seconds (10, as Akri's; tests advance a FakeClock instead of sleeping). A stream re-sends only
+when its list actually changes. discoveryProperties are accepted and ignored (debugEcho needs none).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +24,11 @@ from devplace import errors
 from devplace.clocks import Clock, SystemClock
 from devplace.discovery import details as d
 from devplace.discovery.devices import Device
+from devplace.discovery.handlers import ResolvedProperties
 from devplace.discovery.signals import Signal, first_of
 
 __all__ = [
+    "AVAILABILITY_FILE",
     "DEBUG_ECHO_DESCRIPTION",
     "OFFLINE",
     "DebugEchoDetails",
@@ -34,6 +39,8 @@ __all__ = [
 
 DEBUG_ECHO_DESCRIPTION = "DEBUG_ECHO_DESCRIPTION"
 OFFLINE = "OFFLINE"
+AVAILABILITY_FILE = Path("/tmp/debug-echo-availability.txt")
+"""Akri's debugEcho availability file (`DEBUG_ECHO_AVAILABILITY_CHECK_PATH`)."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +49,9 @@ class DebugEchoDetails:
     shared: bool = True
 
 
-def parse_details(text: str) -> DebugEchoDetails:
-    """Parse debugEcho's discoveryDetails; raise `errors.Invalid` naming the field for anything else."""
+def parse_details(text: str, shared: bool = True) -> DebugEchoDetails:
+    """Parse debugEcho's discoveryDetails (`shared`: the default when they do not say); raise `errors.Invalid`
+    naming the field for anything else."""
     raw = d.load_mapping(text)
     d.refuse_unknown(raw, ("descriptions", "shared"))
     path = f"{d.ROOT}.descriptions"
@@ -59,7 +67,7 @@ def parse_details(text: str) -> DebugEchoDetails:
         if item in seen:
             raise errors.Invalid.field(f"{path}[{i}]", f"duplicate description {item!r}")
         seen.add(item)
-    return DebugEchoDetails(descriptions=tuple(value), shared=d.optional_bool(raw, "shared", True))
+    return DebugEchoDetails(descriptions=tuple(value), shared=d.optional_bool(raw, "shared", shared))
 
 
 def echo_devices(details: DebugEchoDetails) -> list[Device]:
@@ -76,9 +84,11 @@ class DebugEchoHandler:
         offline_file: Path | None = None,
         clock: Clock | None = None,
         poll_interval: float = 10.0,
+        shared: bool = True,
     ) -> None:
         self.offline_file = offline_file
         self.poll_interval = poll_interval
+        self.shared = shared
         self._clock: Clock = clock or SystemClock()
         self._offline = False
         self._changed = Signal()
@@ -105,10 +115,10 @@ class DebugEchoHandler:
             return False
 
     async def discover(
-        self, details: str, properties: Mapping[str, bytes] | None = None
+        self, details: str, properties: ResolvedProperties | None = None
     ) -> AsyncGenerator[list[Device], None]:
         """The echo devices while online; `properties` are ignored (debugEcho takes no credentials)."""
-        parsed = parse_details(details)
+        parsed = parse_details(details, self.shared)
         last: list[Device] | None = None
         while True:
             wake = self._changed.current()

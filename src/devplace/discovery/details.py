@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from devplace import errors
+from devplace.api import manifests
 
 __all__ = ["ROOT", "load_mapping", "optional_bool", "optional_str", "refuse_unknown"]
 
@@ -22,7 +23,9 @@ ROOT = "discoveryDetails"
 def load_mapping(text: str) -> dict[str, Any]:
     """The details as a mapping; empty or blank text (and YAML null) is an empty mapping."""
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = manifests.yaml_value(text) if text.strip() else None
+    except errors.Invalid as e:
+        raise errors.Invalid.field(ROOT, e.message) from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -18,11 +18,13 @@ def builtin_registry(
     world: World | None = None,
     offline_file: Path | None = None,
     clock: Clock | None = None,
+    debug_echo_shared: bool = True,
 ) -> HandlerRegistry:
-    """A registry for `node` holding debugEcho (OFFLINE switch: `offline_file`, polled through `clock`) and, if `world`
-    is given, the `sim` handler reporting the devices plugged into `node`."""
+    """A registry for `node` holding debugEcho (OFFLINE switch: `offline_file`, polled through `clock`; its devices
+    shared unless the details say otherwise when `debug_echo_shared`) and, if `world` is given, the `sim` handler
+    reporting the devices plugged into `node`."""
     registry = HandlerRegistry(node)
-    registry.add(DebugEchoHandler(offline_file=offline_file, clock=clock))
+    registry.add(DebugEchoHandler(offline_file=offline_file, clock=clock, shared=debug_echo_shared))
     if world is not None:
         registry.add(world.handler(node))
     return registry

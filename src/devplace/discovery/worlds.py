@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from devplace import errors
 from devplace.discovery import details as d
 from devplace.discovery.devices import Device, Properties
+from devplace.discovery.handlers import ResolvedProperties
 from devplace.discovery.signals import Signal
 
 __all__ = [
@@ -131,7 +132,7 @@ class SimHandler:
         self.node = node
 
     async def discover(
-        self, details: str, properties: Mapping[str, bytes] | None = None
+        self, details: str, properties: ResolvedProperties | None = None
     ) -> AsyncGenerator[list[Device], None]:
         """The node's devices the details select; `properties` are ignored."""
         parsed = parse_sim_details(details)

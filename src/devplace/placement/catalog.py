@@ -43,16 +43,18 @@ import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from devplace import errors
 from devplace.api import fleet
-from devplace.api.fleet import Level
+from devplace.api.fleet import FleetPath, Level
 from devplace.clocks import Clock, SystemClock
 from devplace.store.base import Store
 from devplace.store.cas import DELETE, Delete, cas
 
-__all__ = ["Catalog", "Subtree", "dig_state"]
+__all__ = ["Catalog", "Stored", "Subtree", "cluster_endpoint", "cluster_labels", "dig_state", "manifests_of"]
+
+B = TypeVar("B", bound=fleet.EmcoBody)
 
 Obj = dict[str, Any]
 
@@ -68,40 +70,87 @@ def dig_state(dig: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class Stored(Generic[B]):
+    """A stored fleet object read back: its path (by name), its body parsed once into the level's typed model, and
+    the stored object itself (resourceVersion, status, content, labels)."""
+
+    path: FleetPath
+    body: B
+    obj: Obj
+
+    @property
+    def name(self) -> str:
+        return self.path.leaf
+
+    @property
+    def content(self) -> Mapping[str, Any]:
+        return self.obj["spec"].get("content") or {}
+
+
+def manifests_of(app: Stored[fleet.AppBody]) -> list[Obj]:
+    """An app's manifests: inline in its body, or read from the chart archive it was registered with."""
+    return list(app.body.manifests) or list(app.content.get("manifests") or [])
+
+
+def cluster_labels(cluster: Stored[fleet.ClusterBody]) -> dict[str, str]:
+    """A cluster's labels (`spec.labels`: registered with the body, added or removed over `/labels`)."""
+    kept = cluster.obj["spec"].get("labels")
+    return dict(kept) if kept is not None else dict(cluster.body.metadata.labels)
+
+
+def cluster_endpoint(cluster: Stored[fleet.ClusterBody]) -> str | None:
+    """Where a cluster's live inventory is read: `spec.endpoint`, else its kubeconfig's server."""
+    server = cluster.content.get("server")
+    return cluster.body.endpoint or (str(server) if server else None)
+
+
+@dataclass(frozen=True)
 class Subtree:
-    """Everything a plan reads for one deployment intent group (stored objects, as read)."""
+    """Everything a plan reads for one deployment intent group, each body parsed once. `problems` names stored
+    objects whose body no longer parses (a plan refuses to run on them)."""
 
     dig: Obj
-    apps: list[Obj]
-    placement_intents: list[Obj]
-    app_intents: list[Obj]
-    hpa_intents: list[Obj]
-    consumers: list[Obj]
-    requirements: list[Obj]
-    clusters: list[Obj]
+    apps: list[Stored[fleet.AppBody]]
+    placement_intents: list[FleetPath]
+    app_intents: list[Stored[fleet.GenericAppIntentBody]]
+    hpa_intents: list[Stored[fleet.HpaIntentBody]]
+    consumers: list[Stored[fleet.HpaConsumerBody]]
+    requirements: list[Stored[fleet.HpaRequirementBody]]
+    clusters: list[Stored[fleet.ClusterBody]]
+    problems: list[str]
 
 
 def path_of(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(obj["spec"]["path"])
 
 
-def _parse(level: Level, raw: Any) -> fleet.EmcoBody:
-    """A body of the level's type: validated already (then only the cross-field rules run again) or raw."""
-    if isinstance(raw, level.body):
-        raw.check()
-        return raw
-    return level.body.parse(raw)
-
-
 def view(obj: Mapping[str, Any]) -> Obj:
-    """The EMCO body of a stored object."""
+    """The EMCO body of a stored object, as the client sent it."""
     return copy.deepcopy(dict(obj["spec"]["emco"]))
+
+
+def typed(level: Level, model: type[B], obj: Obj, problems: list[str] | None = None) -> Stored[B] | None:
+    """A stored object with its body parsed (`model` is `level.body`); a body that no longer parses is reported into
+    `problems` (and None returned) when given, else raised."""
+    path = FleetPath(level, path_of(obj))
+    try:
+        body = model.parse(obj["spec"]["emco"])
+    except errors.Invalid as e:
+        if problems is None:
+            raise
+        problems.append(f"{level.describe(path.names)}: {e.message}")
+        return None
+    return Stored(path, body, obj)
+
+
+def _need(obj: Mapping[str, Any]) -> fleet.Need:
+    return fleet.HpaRequirementBody.parse(obj["spec"]["emco"]).need
 
 
 def _claim(obj: Mapping[str, Any]) -> str | None:
     """The allocatable resource a stored hpa resource requirement claims, if any."""
-    spec = fleet.HpaRequirementBody.model_validate(obj["spec"]["emco"]).spec
-    return spec.name if spec.is_allocatable else None
+    need = _need(obj)
+    return need.name if need.allocatable else None
 
 
 def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -128,9 +177,9 @@ def _unmarked(obj: Mapping[str, Any]) -> Obj:
 
 def _claims_anew(body: fleet.EmcoBody, current: Mapping[str, Any] | None) -> bool:
     """Whether writing `body` over `current` (None: a create) must go through `_settle`."""
-    if not isinstance(body, fleet.HpaRequirementBody) or not body.spec.is_allocatable:
+    if not isinstance(body, fleet.HpaRequirementBody) or not body.need.allocatable:
         return False
-    return current is None or _pending(current) or _claim(current) != body.spec.name
+    return current is None or _pending(current) or _claim(current) != body.need.name
 
 
 def _bumped(current: Mapping[str, Any]) -> Obj:
@@ -154,6 +203,17 @@ def _restored(obj: Mapping[str, Any]) -> Obj | Delete:
     restored = _unmarked(obj)
     restored["spec"]["emco"] = previous
     return restored
+
+
+def _relabelled(current: Mapping[str, Any], body: fleet.ClusterBody) -> dict[str, str]:
+    """A replaced cluster's labels: the new body's, plus those added over `/labels` (not from the old body)."""
+    old_body = (current["spec"]["emco"].get("metadata") or {}).get("labels") or {}
+    if isinstance(old_body, list):
+        old_body = dict.fromkeys(old_body, "")
+    kept = current["spec"].get("labels")
+    kept = dict(old_body) if kept is None else dict(kept)
+    added = {k: v for k, v in kept.items() if old_body.get(k) != v}
+    return {**added, **body.metadata.labels}
 
 
 class _RivalWon(Exception):
@@ -220,24 +280,63 @@ class Catalog:
         await self.read(level.parent, parent_path)
         return [view(o) for o in await self.children(level, level.parent.store_name(parent_path))]
 
+    async def delete_all(self, level: Level, parent_path: tuple[str, ...]) -> None:
+        """Collection DELETE (EMCO deletes every member): refused, deleting nothing, while any member has children;
+        otherwise each is deleted as by `delete` (a member written meanwhile stops it with that member's error)."""
+        if len(parent_path) != level.parent_width:
+            raise errors.Invalid(f"{level.title}: expected a parent path of {level.parent_width} names")
+        if level.parent is None:
+            members = await self.all_of_kind(level)
+        else:
+            await self.read(level.parent, parent_path)
+            members = await self.children(level, level.parent.store_name(parent_path))
+        for member in members:
+            await self._refuse_children(level, path_of(member), "deleted")
+        for member in members:
+            with contextlib.suppress(errors.NotFound):  # deleted meanwhile: the goal is reached
+                await self.delete(level, path_of(member))
+
     async def all_of_kind(self, level: Level) -> list[Obj]:
         listed = await self.store.list(level.kind, "")
         return sorted(listed.items, key=path_of)
+
+    async def all_clusters(self) -> list[Stored[fleet.ClusterBody]]:
+        """Every registered cluster, typed (one whose body no longer parses is left out)."""
+        objs = await self.all_of_kind(fleet.CLUSTER)
+        return [c for c in (typed(fleet.CLUSTER, fleet.ClusterBody, o, []) for o in objs) if c is not None]
+
+    async def clusters(self, provider: str) -> list[Stored[fleet.ClusterBody]]:
+        """The provider's clusters, typed (404 if the provider does not exist)."""
+        await self.read(fleet.CLUSTER_PROVIDER, (provider,))
+        objs = await self.children(fleet.CLUSTER, fleet.CLUSTER_PROVIDER.store_name((provider,)))
+        return [c for c in (typed(fleet.CLUSTER, fleet.ClusterBody, o) for o in objs) if c is not None]
 
     async def subtree(self, dig_path: tuple[str, ...]) -> Subtree:
         level = fleet.DEPLOYMENT_INTENT_GROUP
         dig = await self.read(level, dig_path)
         name = level.store_name(dig_path)
         capp = fleet.COMPOSITE_APP.store_name(dig_path[:3])
+        problems: list[str] = []
+
+        def each(lvl: Level, model: type[B], objs: list[Obj]) -> list[Stored[B]]:
+            return [t for t in (typed(lvl, model, o, problems) for o in objs) if t is not None]
+
+        async def below(lvl: Level) -> list[Obj]:
+            return await self._labelled(lvl, fleet.DIG_LABEL, name)
+
+        gpis = await below(fleet.GENERIC_PLACEMENT_INTENT)
         return Subtree(
             dig=dig,
-            apps=await self.children(fleet.APP, capp),
-            placement_intents=await self._labelled(fleet.GENERIC_PLACEMENT_INTENT, fleet.DIG_LABEL, name),
-            app_intents=await self._labelled(fleet.GENERIC_APP_INTENT, fleet.DIG_LABEL, name),
-            hpa_intents=await self._labelled(fleet.HPA_INTENT, fleet.DIG_LABEL, name),
-            consumers=await self._labelled(fleet.HPA_CONSUMER, fleet.DIG_LABEL, name),
-            requirements=await self._labelled(fleet.HPA_REQUIREMENT, fleet.DIG_LABEL, name),
-            clusters=await self.all_of_kind(fleet.CLUSTER),
+            apps=each(fleet.APP, fleet.AppBody, await self.children(fleet.APP, capp)),
+            placement_intents=[FleetPath(fleet.GENERIC_PLACEMENT_INTENT, path_of(o)) for o in gpis],
+            app_intents=each(
+                fleet.GENERIC_APP_INTENT, fleet.GenericAppIntentBody, await below(fleet.GENERIC_APP_INTENT)
+            ),
+            hpa_intents=each(fleet.HPA_INTENT, fleet.HpaIntentBody, await below(fleet.HPA_INTENT)),
+            consumers=each(fleet.HPA_CONSUMER, fleet.HpaConsumerBody, await below(fleet.HPA_CONSUMER)),
+            requirements=each(fleet.HPA_REQUIREMENT, fleet.HpaRequirementBody, await below(fleet.HPA_REQUIREMENT)),
+            clusters=each(fleet.CLUSTER, fleet.ClusterBody, await self.all_of_kind(fleet.CLUSTER)),
+            problems=problems,
         )
 
     # -- writes -----------------------------------------------------------------------------------------------
@@ -248,45 +347,43 @@ class Catalog:
             raise errors.Invalid(f"{level.title}: expected a path of {len(level.all_params)} names")
 
     @staticmethod
-    def _wire(level: Level, path: tuple[str, ...], body: fleet.EmcoBody) -> Obj:
+    def _wire(level: Level, path: tuple[str, ...], raw: Obj, body: fleet.EmcoBody, content: Obj | None) -> Obj:
         labels: dict[str, str] = {}
         if level.parent is not None:
             labels[fleet.PARENT_LABEL] = level.parent.store_name(path[: level.parent_width])
         if level.under_dig:
-            labels[fleet.DIG_LABEL] = fleet.DEPLOYMENT_INTENT_GROUP.store_name(path[:4])
+            dig = FleetPath(level, path).up(fleet.DEPLOYMENT_INTENT_GROUP)
+            labels[fleet.DIG_LABEL] = fleet.DEPLOYMENT_INTENT_GROUP.store_name(dig.names)
         meta: Obj = {"name": level.store_name(path)}
         if labels:
             meta["labels"] = labels
-        return {
-            "apiVersion": fleet.API_VERSION,
-            "kind": level.kind,
-            "metadata": meta,
-            "spec": {"path": list(path), "emco": body.to_wire()},
-        }
+        spec: Obj = {"path": list(path), "emco": copy.deepcopy(raw)}
+        if content is not None:
+            spec["content"] = content
+        if isinstance(body, fleet.ClusterBody):
+            spec["labels"] = dict(body.metadata.labels)
+        return {"apiVersion": fleet.API_VERSION, "kind": level.kind, "metadata": meta, "spec": spec}
 
     async def _check_rules(self, level: Level, path: tuple[str, ...], body: fleet.EmcoBody, parents: list[Obj]) -> None:
         """Rules that read other objects (a requirement and its consumer, its siblings)."""
-        if level is not fleet.HPA_REQUIREMENT:
+        if not isinstance(body, fleet.HpaRequirementBody) or not body.need.allocatable:
             return
-        assert isinstance(body, fleet.HpaRequirementBody)
-        if not body.spec.is_allocatable:
-            return
-        consumer = parents[-1]
-        consumer_name = path[-2]
-        ref = (consumer["spec"]["emco"].get("spec") or {}).get("consumer") or {}
-        if not ref.get("container-name"):
+        consumer = typed(fleet.HPA_CONSUMER, fleet.HpaConsumerBody, parents[-1])
+        assert consumer is not None
+        if consumer.body.workload.container is None:
             raise errors.Invalid.field(
                 "spec.allocatable",
-                f"hpa resource consumer {consumer_name!r} has no container-name, which is required once an "
+                f"hpa resource consumer {consumer.name!r} has no container, which is required once an "
                 "allocatable requirement exists",
             )
-        for sibling in await self.children(level, consumer["metadata"]["name"]):
-            other = fleet.HpaRequirementBody.model_validate(sibling["spec"]["emco"])
-            if other.spec.name == body.spec.name and other.spec.is_allocatable and other.name != body.name:
+        need = body.need
+        for sibling in await self.children(level, consumer.obj["metadata"]["name"]):
+            other = typed(level, fleet.HpaRequirementBody, sibling)
+            assert other is not None
+            if other.body.need.allocatable and other.body.need.name == need.name and other.name != body.name:
                 raise errors.Invalid.field(
-                    "spec.name",
-                    f"hpa resource consumer {consumer_name!r} already has requirement {other.name!r} "
-                    f"for {body.spec.name}",
+                    need.field("name"),
+                    f"hpa resource consumer {consumer.name!r} already has requirement {other.name!r} for {need.name}",
                 )
 
     async def _cas(self, level: Level, name: str, decide: Any, first: Obj | None = None) -> Obj:
@@ -308,16 +405,18 @@ class Catalog:
             return
         await self._bump(parent, path[: level.parent_width])
         if level.under_dig and parent is not fleet.DEPLOYMENT_INTENT_GROUP:
-            await self._bump(fleet.DEPLOYMENT_INTENT_GROUP, path[:4])
+            dig = FleetPath(level, path).up(fleet.DEPLOYMENT_INTENT_GROUP)
+            await self._bump(fleet.DEPLOYMENT_INTENT_GROUP, dig.names)
 
-    async def create(self, level: Level, parent_path: tuple[str, ...], raw: Any) -> Obj:
-        """POST: 400 for a bad body, 404 for a missing ancestor, 409 for a duplicate; returns the EMCO body."""
-        body = _parse(level, raw)
+    async def create(self, level: Level, parent_path: tuple[str, ...], raw: Any, *, content: Obj | None = None) -> Obj:
+        """POST: 400 for a bad body, 404 for a missing ancestor, 409 for a duplicate; returns the body as sent.
+        `content` is what a multipart file part brought (kept with the object, never in its body)."""
+        body = level.body.parse(raw)
         path = (*parent_path, *level.identity(body))
         self._check_width(level, path)
         parents = await self.ancestors(level, path)
         await self._check_rules(level, path, body, parents)
-        wire = self._wire(level, path, body)
+        wire = self._wire(level, path, raw, body, content)
         settle = _claims_anew(body, None)
         if settle:
             _mark(wire, None)
@@ -344,7 +443,7 @@ class Catalog:
         """Confirm the pending claim `stored` makes on an allocatable resource, or undo it and refuse (409): see the
         module docstring. Returns the confirmed object."""
         level = fleet.HPA_REQUIREMENT
-        resource = body.spec.name
+        resource = body.need.name
         consumer = fleet.HPA_CONSUMER.store_name(path[:-1])
         rivals = [
             o
@@ -423,7 +522,7 @@ class Catalog:
         for child in level.children:
             found = await self.children(child, name)
             if found:
-                names = ", ".join(repr(o["spec"]["emco"]["metadata"]["name"]) for o in found[:5])
+                names = ", ".join(repr(FleetPath(child, path_of(o)).leaf) for o in found[:5])
                 more = f" and {len(found) - 5} more" if len(found) > 5 else ""
                 raise errors.Refused(
                     f"{level.describe(path)} cannot be {verb} while it has {child.title}s ({names}{more}); "
@@ -436,10 +535,14 @@ class Catalog:
         if child_writes(current) != child_writes(seen):
             raise errors.Conflict(f"{level.describe(path)} cannot be {verb}: its children changed meanwhile; retry")
 
-    async def put(self, level: Level, path: tuple[str, ...], raw: Any) -> tuple[Obj, bool]:
-        """PUT: replace the body (409 while children exist), or create when absent; returns (body, created)."""
+    async def put(
+        self, level: Level, path: tuple[str, ...], raw: Any, *, content: Obj | None = None
+    ) -> tuple[Obj, bool]:
+        """PUT: replace the body (409 while children exist), or create when absent; returns (body, created).
+        `content` replaces what a file part brought before (None keeps it); a cluster keeps the labels added over
+        `/labels` and takes its body's labels in place of the old body's."""
         self._check_width(level, path)
-        body = _parse(level, raw)
+        body = level.body.parse(raw)
         identity = level.identity(body)
         if identity != path[level.parent_width :]:
             field = "metadata.name" if identity[0] != path[level.parent_width] else "spec.compositeAppVersion"
@@ -449,7 +552,7 @@ class Catalog:
             seen = await self.store.get(level.kind, level.store_name(path))
         except errors.NotFound:
             try:
-                return await self.create(level, path[: level.parent_width], body), True
+                return await self.create(level, path[: level.parent_width], raw, content=content), True
             except errors.AlreadyExists:
                 seen = await self._read(level, path)  # created meanwhile: replace it
         await self._refuse_children(level, path, "updated")
@@ -462,7 +565,11 @@ class Catalog:
                 # keep the undo of a write still pending on this object: it restores the confirmed body
                 previous = json.loads(_annotations(current)[PENDING_ANNOTATION]) if _pending(current) else view(current)
                 _mark(updated, previous)
-            updated["spec"]["emco"] = body.to_wire()
+            if isinstance(body, fleet.ClusterBody):
+                updated["spec"]["labels"] = _relabelled(current, body)
+            if content is not None:
+                updated["spec"]["content"] = content
+            updated["spec"]["emco"] = copy.deepcopy(raw)
             return updated
 
         try:

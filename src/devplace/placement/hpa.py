@@ -87,11 +87,11 @@ class Requirement:
 
     @classmethod
     def from_body(cls, body: fleet.HpaRequirementBody) -> Requirement:
-        spec = body.spec
-        if not spec.is_allocatable:
-            return cls(spec.name, body.name, spec.mandatory, spec.weight or 1, False, value=spec.value)
-        requests, limits = fleet.requirement_quantities(spec)
-        return cls(spec.name, body.name, spec.mandatory, spec.weight or 1, True, requests, limits)
+        need = body.need
+        if not need.allocatable:
+            return cls(need.name, body.name, need.mandatory, need.weight or 1, False, value=need.value)
+        requests, limits = fleet.requirement_quantities(need)
+        return cls(need.name, body.name, need.mandatory, need.weight or 1, True, requests, limits)
 
     def describe(self) -> str:
         if not self.allocatable:

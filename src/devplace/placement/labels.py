@@ -1,12 +1,15 @@
 """Cluster labels: EMCO's `/cluster-providers/{cp}/clusters/{c}/labels` sub-resource over a cluster's labels.
 
-EMCO keeps a cluster's labels as separate objects; devplace keeps them in the cluster body's `metadata.labels`, the map
-generic placement intents select on, so a label written here is what the next plan reads (EMCO's went stale). EMCO's
-labels are plain strings; here `edge` is key `edge` with value "" and `zone=east` is key `zone` with value `east`, so
-one key holds one value. Each write is one `store.cas` on the cluster: two clients adding labels at once both land.
+EMCO keeps a cluster's labels as separate objects; devplace keeps them with the stored cluster (`spec.labels`, first
+filled from the labels its body was registered with), the map generic placement intents select on, so a label written
+here is what the next plan reads (EMCO's went stale). The cluster's body is left as the client sent it: GET on the
+cluster answers that body, `/labels` answers the labels. EMCO's labels are plain strings; here `edge` is key `edge`
+with value "" and `zone=east` is key `zone` with value `east`, so one key holds one value. Each write is one
+`store.cas` on the cluster: two clients adding labels at once both land.
 
-Adding a label whose key is present is 409 (a duplicate, or another value for the key); reading or deleting a label the
-cluster does not carry is 404. `zone` names the key whatever its value; `zone=east` must match the value too.
+Adding a label whose key is present is 409 (a duplicate, or another value for the key); PUT sets it whatever was
+there (the label in the URL must be the body's, else 400); reading or deleting a label the cluster does not carry is
+404. `zone` names the key whatever its value; `zone=east` must match the value too.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from devplace.api.meta import invalid_from
 from devplace.placement.catalog import Catalog
 from devplace.store.cas import cas
 
-__all__ = ["ClusterLabels", "label_added", "label_removed", "labels_of"]
+__all__ = ["ClusterLabels", "label_added", "label_removed", "label_set", "labels_of"]
 
 Obj = dict[str, Any]
 CLUSTER = fleet.CLUSTER
@@ -31,8 +34,12 @@ Change = Callable[[Obj, str, str], Obj]
 
 
 def labels_of(cluster: Obj) -> dict[str, str]:
-    """The labels of a stored cluster."""
-    return dict(((cluster["spec"]["emco"].get("metadata") or {}).get("labels")) or {})
+    """The labels of a stored cluster (`spec.labels`; a cluster stored before they were kept there: its body's)."""
+    kept = cluster["spec"].get("labels")
+    if kept is not None:
+        return dict(kept)
+    given = (cluster["spec"]["emco"].get("metadata") or {}).get("labels") or {}
+    return dict.fromkeys(given, "") if isinstance(given, list) else dict(given)
 
 
 def _find(labels: dict[str, str], text: str, where: str) -> str:
@@ -44,7 +51,7 @@ def _find(labels: dict[str, str], text: str, where: str) -> str:
 
 def _with_labels(cluster: Obj, labels: dict[str, str]) -> Obj:
     out = copy.deepcopy(cluster)
-    out["spec"]["emco"].setdefault("metadata", {})["labels"] = labels
+    out["spec"]["labels"] = labels
     return out
 
 
@@ -61,11 +68,28 @@ def label_added(cluster: Obj, text: str, where: str) -> Obj:
     return _with_labels(cluster, labels)
 
 
+def label_set(cluster: Obj, text: str, where: str) -> Obj:
+    """The stored cluster with label `text` set, replacing any value its key had."""
+    labels = labels_of(cluster)
+    key, value = fleet.split_cluster_label(text)
+    labels[key] = value or ""
+    return _with_labels(cluster, labels)
+
+
 def label_removed(cluster: Obj, text: str, where: str) -> Obj:
     """The stored cluster without label `text`; `NotFound` if it does not carry it."""
     labels = labels_of(cluster)
     del labels[_find(labels, text, where)]
     return _with_labels(cluster, labels)
+
+
+def _parse(raw: Any) -> fleet.ClusterLabelBody:
+    if not isinstance(raw, dict):
+        raise errors.Invalid.field("", f"the body must be a JSON object, not {type(raw).__name__}")
+    try:
+        return fleet.ClusterLabelBody.model_validate(raw)
+    except pydantic.ValidationError as e:
+        raise invalid_from(e) from e
 
 
 class ClusterLabels:
@@ -94,11 +118,16 @@ class ClusterLabels:
 
     async def add(self, path: tuple[str, ...], raw: Any) -> Obj:
         """POST: 400 for a bad body, 404 for a missing cluster, 409 if the key is taken; the label body."""
-        try:
-            body = fleet.ClusterLabelBody.model_validate(raw)
-        except pydantic.ValidationError as e:
-            raise invalid_from(e) from e
+        body = _parse(raw)
         await self._change(path, label_added, body.cluster_label)
+        return {"clusterLabel": body.cluster_label}
+
+    async def put(self, path: tuple[str, ...], text: str, raw: Any) -> Obj:
+        """PUT: 400 for a bad body or one naming another label than the URL, 404 for a missing cluster."""
+        body = _parse(raw)
+        if body.cluster_label != text:
+            raise errors.Invalid.field("clusterLabel", f"must match the URL ({text})")
+        await self._change(path, label_set, body.cluster_label)
         return {"clusterLabel": body.cluster_label}
 
     async def list_all(self, path: tuple[str, ...]) -> list[Obj]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devplace import errors
+from devplace.api.devices import usage_problems
 
 __all__ = [
     "KIND",
@@ -137,6 +138,8 @@ def device_of(
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
         raise errors.Invalid.field("spec.capacity", f"must be a positive integer, not {capacity!r}")
     usage = _string_map(spec.get("deviceUsage"), "spec.deviceUsage")
+    for problem in usage_problems(name, capacity, usage):  # the slot rules' one definition (api.devices)
+        raise errors.Invalid(str(problem), [problem])
     canonical = [f"{name}-{i}" for i in range(capacity)]
     held = sum(1 for holder in usage.values() if holder != "")
     free = [slot for slot in canonical if usage.get(slot, "") == ""][: max(0, capacity - held)]

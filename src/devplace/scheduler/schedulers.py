@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from devplace import errors
+from devplace.api.devices import resource_name
 from devplace.clocks import Clock
 from devplace.scheduler.assumptions import Assumed
 from devplace.scheduler.classes import (
@@ -205,7 +206,7 @@ class Scheduler:
         *,
         name: str = "devplace-scheduler",
         strategy: Strategy = "firstFit",
-        resource_prefix: str = "devplace.io",
+        resource_prefix: str | None = None,
         config: Config | None = None,
         retry_after: float = 1.0,
         contention_clock: Clock | None = None,
@@ -224,8 +225,9 @@ class Scheduler:
         self.advertised_only = advertised_only
         self.name = name
         self.resource_prefix = resource_prefix
-        """The extended-resource prefix of Instance resources (`<prefix>/<instance>`), which nodes advertise and the
-        resources filter checks like any other extended resource."""
+        """An override of the extended-resource prefix of Instance resources (`<prefix>/<instance>`, which nodes
+        advertise and the resources filter checks like any other extended resource); None: the Configuration's API
+        group (`api.devices.resource_name`), as the agent names them."""
         self.config = replace(config or Config(), strategy=strategy)
         self.retry_after = retry_after
         self.supervisor = Supervisor(name, clock=self.contention_clock)
@@ -385,6 +387,14 @@ class Scheduler:
         self._devices[key] = device
         return device
 
+    def _resource(self, key: ObjKey, instance: str) -> str:
+        """The Instance-level resource of an Instance: named after its Configuration's group (its own when the
+        Configuration is not known), or the override."""
+        obj = self.instances.get(*key)
+        configuration = self.configurations.get(*_configuration_of(obj)) if obj is not None else None
+        api_version = str((configuration or obj or {}).get("apiVersion") or "")
+        return resource_name(api_version, instance, self.resource_prefix)
+
     def _visible_devices(self, nodes: set[str]) -> list[Device]:
         """Devices some known node sees, their free slots reduced by what bound pods' annotations put on them."""
         annotated: dict[str, int] = {}
@@ -398,7 +408,7 @@ class Scheduler:
             if device is None or device.nodes.isdisjoint(nodes):
                 continue
             if self.advertised_only:
-                resource = f"{self.resource_prefix}/{device.name}"
+                resource = self._resource(key, device.name)
                 serving = frozenset(
                     n for n in device.nodes & nodes if resource in self._advertised(self.nodes.get("", n))
                 )

@@ -7,15 +7,29 @@ it closes it (the `devplace server` command does so after uvicorn stops).
 Errors: every failure becomes a `Status` body through `devplace.server.errors` in one exception handler, in the
 Kubernetes dialect, or the EMCO dialect for paths under /v2. Requests the HTTP layer refuses itself (no such route,
 wrong method, body too large or undecodable) get a `Status` body of the same shape. Unexpected exceptions are a
-500 `Status` that names the exception type only, never a traceback.
+500 `Status` that names the exception type only, never a traceback. `Status` bodies are ASCII JSON (other characters
+escaped), so a message quoting hostile input (a lone surrogate in a key) can always be sent.
 
-`running(app)` serves an app with uvicorn on loopback inside the current event loop (the demo and the tests use it).
+Bodies are read, capped and decoded (off the event loop) by `devplace.server.bodies.BodyGuard` before any route
+runs; a body that does not decode is answered there, in the path's dialect.
+
+HEAD: every GET route answers HEAD as it answers GET, without the body (RFC 9110): a middleware hands the routes a
+GET and sends only the status and headers; a streaming response (a watch) is ended as soon as they are sent.
+
+Authentication and authorization (`create_app(auth=...)`, off by default): `server.guards.AccessGuard` runs in front
+of the body reader (401 and 403 `Status` bodies; `server.authn`, `server.authz`), and the routes' store is a
+`server.guards.GuardedStore`, which checks each write of a node identity. Watches are limited per client and dropped
+when their client stops reading (`server.limits`); lists are paged by the server (`server.lists`).
+
+`running(app)` serves an app with uvicorn on loopback inside the current event loop (the demo and the tests use it),
+over TLS when given `tls` (`server.authn.TlsFiles`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 from collections.abc import AsyncIterator, Generator
@@ -26,11 +40,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from devplace import __version__, errors
+from devplace.clocks import Clock
+from devplace.server import authn, discoveries, fleet, guards, limits, openapis, patches, resources
 from devplace.server import errors as http_errors
-from devplace.server import fleet, resources
-from devplace.server.bodies import BodyLimit
+from devplace.server.bodies import BodyGuard
 from devplace.store.base import Store
 
 __all__ = [
@@ -45,19 +61,61 @@ _log = logging.getLogger(__name__)
 
 
 def _dialect(request: Request) -> http_errors.Dialect:
-    return "emco" if request.url.path.startswith("/v2") else "kubernetes"
+    return _dialect_of(request.url.path)
+
+
+def _dialect_of(path: str) -> http_errors.Dialect:
+    return "emco" if path.startswith("/v2") else "kubernetes"
+
+
+class _StatusResponse(JSONResponse):
+    """A `Status` body as ASCII JSON: a message may quote hostile input, lone surrogates included."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def status_response(err: errors.DevplaceError, dialect: http_errors.Dialect = "kubernetes") -> JSONResponse:
     """The HTTP response for a devplace error (the table lives in `devplace.server.errors`)."""
     body = http_errors.status_body(err, dialect)
-    return JSONResponse(body, status_code=body["code"])
+    return _StatusResponse(body, status_code=body["code"])
+
+
+def _refuse(err: errors.DevplaceError, scope: Scope) -> ASGIApp:
+    """What `BodyGuard` answers for a body it refuses, in the dialect of the request's path."""
+    return status_response(err, _dialect_of(str(scope.get("path", ""))))
 
 
 def _protocol_status(code: int, reason: str, message: str) -> JSONResponse:
     """HTTP-level refusals that are no devplace error (405, 500)."""
     body = http_errors.protocol_status_body(code, reason, message)
-    return JSONResponse(body, status_code=code)
+    return _StatusResponse(body, status_code=code)
+
+
+class _HeadAsGet:
+    """ASGI middleware: HEAD is GET without the body; the routes and the other middleware only ever see GET."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        finished = False
+
+        async def head_send(message: Message) -> None:
+            nonlocal finished
+            if finished:
+                return  # the body GET would send, and anything after it
+            await send(message)
+            if message["type"] == "http.response.start":
+                # The response is complete once its headers are out: the server then tells the app the client has
+                # gone (a watch stops streaming), and drops any body for a HEAD request.
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                finished = True
+
+        await self.app({**scope, "method": "GET"}, receive, head_send)
 
 
 async def _on_devplace_error(request: Request, exc: Exception) -> Response:
@@ -79,7 +137,10 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
 
 
 async def _on_validation_error(request: Request, exc: Exception) -> Response:
-    """FastAPI's own request validation (the /v2 routes use it): refused fields, named by path."""
+    """FastAPI's own request validation (the /v2 routes use it): refused fields, named by path.
+
+    A body FastAPI could not read as JSON is `Malformed`, as `BodyGuard` answers every other undecodable body, so /v2
+    answers all of them alike (422 `BadRequest` in the EMCO dialect)."""
     assert isinstance(exc, RequestValidationError)
     fields = []
     undecodable = False
@@ -101,10 +162,25 @@ async def _on_unexpected(request: Request, exc: Exception) -> Response:
     return _protocol_status(500, "InternalError", f"internal error ({type(exc).__name__}); see the server log")
 
 
-def create_app(store: Store, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, fleet_api: bool = True) -> FastAPI:
+def create_app(
+    store: Store,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    fleet_api: bool = True,
+    clock: Clock | None = None,
+    watch_bookmark_interval: float = resources.DEFAULT_BOOKMARK_INTERVAL,
+    auth: authn.Auth | None = None,
+    max_watches_per_client: int = limits.DEFAULT_MAX_WATCHES,
+    watch_stall_timeout: float | None = limits.DEFAULT_STALL_TIMEOUT,
+) -> FastAPI:
     """The API server over `store`; request bodies over `max_body_bytes` get 413 and change nothing.
 
     `fleet_api=False` leaves out the /v2 fleet routes (a resource-API-only server starts faster; tests use it).
+    `clock` (default: the system's) dates Table ages and paces watch BOOKMARK events, one every
+    `watch_bookmark_interval` seconds to watches that allow them.
+    `auth` turns on authentication and authorization (None: every request may do anything, as before); a client may
+    hold `max_watches_per_client` watches, and a watch whose client has not read for `watch_stall_timeout` seconds is
+    dropped (`server.limits`).
     """
     app = FastAPI(
         title="devplace",
@@ -113,8 +189,14 @@ def create_app(store: Store, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, fl
         openapi_url="/openapi.json",
         redoc_url=None,
     )
+    app.add_middleware(BodyGuard, limit=max_body_bytes, refuse=_refuse)
+    app.add_middleware(limits.WatchLimits, per_client=max_watches_per_client, stall_timeout=watch_stall_timeout)
+    app.state.auth = auth
+    if auth is not None:  # outside the limits (it names the user they count by) and the body reader
+        app.add_middleware(guards.AccessGuard, auth=auth, store=store, refuse=_refuse)
+        store = guards.GuardedStore(store)
     app.state.store = store
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(_HeadAsGet)  # outermost: everything inside sees a GET
     app.add_exception_handler(errors.DevplaceError, _on_devplace_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
@@ -126,9 +208,19 @@ def create_app(store: Store, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, fl
 
     @app.get("/version", tags=["health"], summary="Server version")
     async def version() -> dict[str, Any]:
-        return {"gitVersion": f"v{__version__}", "devplace": __version__, "platform": "python"}
+        major, minor = [*__version__.split("."), "0", "0"][:2]
+        return {
+            "major": major,
+            "minor": minor,
+            "gitVersion": f"v{__version__}",
+            "devplace": __version__,
+            "platform": "python",
+        }
 
-    app.include_router(resources.router(store))
+    app.include_router(resources.router(store, clock=clock, bookmark_interval=watch_bookmark_interval))
+    app.include_router(patches.router(store, clock=clock))
+    app.include_router(discoveries.router())
+    app.include_router(openapis.router())
     if fleet_api:
         app.include_router(fleet.router(store))
     return app
@@ -192,11 +284,16 @@ class EmbeddedServer(uvicorn.Server):
 
 @contextlib.asynccontextmanager
 async def running(
-    app: FastAPI, *, host: str = "127.0.0.1", port: int = 0, shutdown_timeout: int = 1
+    app: FastAPI,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    shutdown_timeout: int = 1,
+    tls: authn.TlsFiles | None = None,
 ) -> AsyncIterator[str]:
     """Serve `app` in this event loop; yields the base URL (the bound port when `port` is 0); stops on exit.
 
-    Open streams (watches) are cancelled `shutdown_timeout` seconds after exit begins.
+    Open streams (watches) are cancelled `shutdown_timeout` seconds after exit begins. With `tls` the URL is https.
     """
     config = uvicorn.Config(
         app,
@@ -206,6 +303,7 @@ async def running(
         lifespan="off",
         timeout_graceful_shutdown=shutdown_timeout,
         access_log=False,
+        **authn.uvicorn_options(tls, getattr(app.state, "auth", None)),
     )
     server = EmbeddedServer(config)
     task = asyncio.create_task(server.serve())
@@ -217,7 +315,7 @@ async def running(
             await asyncio.sleep(0.005)
         bound = server.servers[0].sockets[0].getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
-        yield f"http://{shown}:{bound}"
+        yield f"{'https' if tls else 'http'}://{shown}:{bound}"
     finally:
         server.stop()
         with contextlib.suppress(asyncio.CancelledError):

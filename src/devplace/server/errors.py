@@ -3,21 +3,29 @@
 HTTP-level refusals that are not devplace errors (405 on an unknown method, 500 on a bug) get the same `Status`
 shape from `protocol_status_body`.
 
+`ResourceVersionTooLarge` is answered as Kubernetes does: 504, reason `Timeout`, message `Timeout: Too large
+resource version: N, current: M`, a `ResourceVersionTooLarge` cause and `retryAfterSeconds: 1`, which client-go
+recognizes (it then relists).
+
 Two dialects share one table: the Kubernetes-style resource API (`Invalid` -> 422 with a `Status` body listing
 field causes) and the EMCO-style fleet API under /v2 (`Invalid` -> 400 "Invalid Input: ...", unparsable JSON -> 422).
 
-| error         | kubernetes | emco |
-|---------------|-----------:|-----:|
-| Malformed     | 400        | 422  |
-| TooLarge      | 413        | 413  |
-| Invalid       | 422        | 400  |
-| NotFound      | 404        | 404  |
-| AlreadyExists | 409        | 409  |
-| Conflict      | 409        | 409  |
-| Gone          | 410        | 410  |
-| Refused       | 409        | 409  |
-| Forbidden     | 403        | 403  |
-| Unavailable   | 503        | 503  |
+| error                   | kubernetes | emco |
+|-------------------------|-----------:|-----:|
+| Malformed               |        400 |  422 |
+| TooLarge                |        413 |  413 |
+| Invalid                 |        422 |  400 |
+| NotFound                |        404 |  404 |
+| AlreadyExists           |        409 |  409 |
+| Conflict                |        409 |  409 |
+| Gone                    |        410 |  410 |
+| ResourceVersionTooLarge |        504 |  504 |
+| Refused                 |        409 |  409 |
+| Forbidden               |        403 |  403 |
+| Unavailable             |        503 |  503 |
+| UnsupportedMediaType    |        415 |  415 |
+
+A `Conflict` that names fields (a server-side apply conflict) lists them as `FieldManagerConflict` causes.
 """
 
 from __future__ import annotations
@@ -37,10 +45,12 @@ _CODES: dict[type[errors.DevplaceError], tuple[int, int]] = {
     errors.NotFound: (404, 404),
     errors.AlreadyExists: (409, 409),
     errors.Conflict: (409, 409),
+    errors.ResourceVersionTooLarge: (504, 504),
     errors.Gone: (410, 410),
     errors.Refused: (409, 409),
     errors.Forbidden: (403, 403),
     errors.Unavailable: (503, 503),
+    errors.UnsupportedMediaType: (415, 415),
 }
 
 
@@ -58,10 +68,21 @@ def status_body(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> d
     message = err.message
     if dialect == "emco" and type(err) is errors.Invalid:
         message = f"Invalid Input: {err.message}"
+    if isinstance(err, errors.ResourceVersionTooLarge):
+        message = f"Timeout: {message}"
     body = protocol_status_body(code, err.reason, message)
+    if isinstance(err, errors.ResourceVersionTooLarge):
+        body["details"] = {
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }
     if isinstance(err, errors.Invalid) and err.fields:
         body["details"] = {
             "causes": [{"field": f.path, "message": f.reason, "reason": "FieldValueInvalid"} for f in err.fields]
+        }
+    if isinstance(err, errors.Conflict) and err.fields:
+        body["details"] = {
+            "causes": [{"field": f.path, "message": f.reason, "reason": "FieldManagerConflict"} for f in err.fields]
         }
     return body
 

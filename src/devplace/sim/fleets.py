@@ -128,7 +128,7 @@ class Fleet:
         self,
         store: str | Store = "memory",
         *,
-        resource_prefix: str = "devplace.io",
+        resource_prefix: str | None = None,
         clock: FakeClock | None = None,
         release_grace: float = 300.0,
         offline_grace: float = 300.0,
@@ -146,6 +146,7 @@ class Fleet:
         self.clock = clock or FakeClock()
         self.world = World()
         self.resource_prefix = resource_prefix
+        """An override of every extended resource's prefix; None: each Configuration's API group (`api.devices`)."""
         self.release_grace = release_grace
         self.offline_grace = offline_grace
         self.podresources_poll = podresources_poll

@@ -16,6 +16,11 @@ It reproduces the kubelet behaviour devplace's agent depends on (shared/referenc
   (`rc.devplace.io/<class>`) is served from the devices the scheduler annotated on the pod (seed 003): Allocate on
   those devices' Instance-level plugins, with free device IDs picked as for any request; a class request the
   annotations do not cover fails the pod with `UnexpectedAdmissionError`.
+- A Running pod's status names the devices each container got (`containerStatuses[].allocatedResourcesStatus`,
+  Kubernetes' own field), so an auditor outside the process sees every Allocate that succeeded. With `recover=True`
+  a fresh kubelet (a restarted `devplace kubelet-sim`) takes the devices of Running pods back from there, as a real
+  one reads its checkpoint, so PodResources keeps listing them. A status write the store does not answer is tried
+  again until it lands. The Node is written at most every `node_status_interval` seconds (default: at once).
 - There is no Deallocate: a pod's devices are forgotten when it is deleted or reaches Succeeded/Failed, and plugins
   learn that only through PodResources (List, GetAllocatableResources, Get on
   `<kubelet_dir>/pod-resources/kubelet.sock`).
@@ -59,11 +64,13 @@ from devplace.store import Change, Informer, Store, cas
 from devplace.store.base import rfc3339
 from devplace.supervisors import Supervisor
 
-__all__ = ["SimKubelet"]
+__all__ = ["ContainerAllocation", "PodAllocation", "SimKubelet", "recorded_allocation", "with_allocated_resources"]
 
 log = logging.getLogger(__name__)
 
 _RPC_TIMEOUT = 10.0
+_STATUS_RETRY = (0.05, 2.0)
+"""First and longest pause (seconds) between tries of a pod status write the store did not answer."""
 _TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -88,6 +95,45 @@ class PodAllocation:
 
     def devices(self, resource: str) -> set[str]:
         return {d for c in self.containers for d in c.devices.get(resource, ())}
+
+
+def with_allocated_resources(status: dict[str, Any], record: PodAllocation) -> dict[str, Any]:
+    """`status` with each container's devices in `containerStatuses[].allocatedResourcesStatus` (Kubernetes'
+    ResourceStatus: per resource, the device IDs Allocate succeeded for, Healthy when admitted). So what the kubelet
+    allocated is visible outside it (auditors read it), and a restarted kubelet takes it back (`recorded_allocation`)
+    as a real one reads its checkpoint file."""
+    devices = {c.name: c.devices for c in record.containers if not c.init}
+    statuses = []
+    for container in status.get("containerStatuses") or []:
+        held = devices.get(container.get("name"), {})
+        allocated = [
+            {"name": resource, "resources": [{"resourceID": d, "health": constants.HEALTHY} for d in ids]}
+            for resource, ids in sorted(held.items())
+            if ids
+        ]
+        statuses.append({**container, "allocatedResourcesStatus": allocated} if allocated else container)
+    return {**status, "containerStatuses": statuses} if statuses else status
+
+
+def recorded_allocation(pod: Mapping[str, Any]) -> PodAllocation | None:
+    """The allocation `with_allocated_resources` recorded in a pod's status, or None when it records none."""
+    meta = pod.get("metadata") or {}
+    record = PodAllocation(str(meta.get("namespace") or ""), str(meta.get("name") or ""), str(meta.get("uid") or ""))
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        if not isinstance(container, Mapping):
+            continue
+        devices = {
+            str(resource["name"]): [
+                str(r["resourceID"])
+                for r in resource.get("resources") or []
+                if isinstance(r, Mapping) and r.get("resourceID")
+            ]
+            for resource in container.get("allocatedResourcesStatus") or []
+            if isinstance(resource, Mapping) and resource.get("name")
+        }
+        if any(devices.values()):
+            record.containers.append(ContainerAllocation(str(container.get("name") or ""), devices=devices))
+    return record if record.containers else None
 
 
 @dataclass
@@ -183,10 +229,16 @@ class SimKubelet:
         device_order: Literal["random", "sorted"] = "random",
         seed: int | str | None = None,
         resource_class_prefix: str = admissions.RESOURCE_CLASS_PREFIX,
+        node_status_interval: float = 0.0,
+        recover: bool = False,
     ) -> None:
         """`device_order`: how free devices are offered when the plugin states no preference. "random" (default) is
         what a real kubelet does (it takes them from an unordered set), from a generator seeded with `seed` (default:
-        the node name) so runs repeat; "sorted" gives the lowest IDs first, for tests that want exact picks."""
+        the node name) so runs repeat; "sorted" gives the lowest IDs first, for tests that want exact picks.
+        `node_status_interval`: least seconds between two Node writes, on `clock` (0, the default: each change at
+        once; a real kubelet reports every 10 s), so a busy node's health changes cost one write per interval.
+        `recover`: take the devices of Running pods bound to this node back from their status when first seen (a
+        kubelet process that restarted; off by default: a simulated kubelet object keeps its allocations itself)."""
         self.node = node
         self.kubelet_dir = Path(kubelet_dir)
         self.store = store
@@ -194,6 +246,8 @@ class SimKubelet:
         self._base_resources = dict(base_resources)
         self._device_order = device_order
         self.resource_class_prefix = resource_class_prefix
+        self.node_status_interval = node_status_interval
+        self._recover = recover
         self._random = random.Random(node if seed is None else seed)
         self._endpoints: dict[str, _Endpoint] = {}
         self._pods: dict[tuple[str, str], PodAllocation] = {}
@@ -447,6 +501,8 @@ class SimKubelet:
             if not self._node_dirty.is_set() and self._node_hold is not None:
                 self._node_hold()
                 self._node_hold = None
+            if self.node_status_interval > 0:
+                await self.clock.sleep(self.node_status_interval)
 
     async def _write_node(self) -> None:
         capacity, allocatable = self.capacity(), self.allocatable()
@@ -513,7 +569,12 @@ class SimKubelet:
             return
         self._seen.add(uid)
         if phase not in (None, "", "Pending"):
-            return  # running before this kubelet knew it: nothing to admit
+            # running before this kubelet knew it: nothing to admit; with `recover`, the devices its status records
+            # are this kubelet's again
+            restored = recorded_allocation(pod) if self._recover else None
+            if restored is not None and key not in self._pods:
+                self._pods[key] = restored
+            return
         self._admitting = True
         try:
             await self._admit(pod)
@@ -539,6 +600,7 @@ class SimKubelet:
             return
         self._pods[(record.namespace, record.name)] = record
         status = admissions.running_status([c.name for c in record.containers if not c.init], rfc3339(self.clock.now()))
+        status = with_allocated_resources(status, record)
         if not await self._write_pod_status(record, status):
             self._forget((record.namespace, record.name), record.uid)
 
@@ -628,17 +690,28 @@ class SimKubelet:
         return ids, allocated.container_responses[0]
 
     async def _write_pod_status(self, record: PodAllocation, status: dict[str, Any]) -> bool:
-        """CAS the pod's status; False when the pod is gone or was replaced by another of the same name."""
+        """CAS the pod's status; False when the pod is gone or was replaced by another of the same name.
+
+        A store that does not answer (an API server restarting) is tried again with backoff until it does, as the
+        kubelet's status manager does: the verdict is never dropped, or the pod would stay Pending with its devices
+        allocated. Admissions wait meanwhile (they are serial)."""
 
         def decide(current: dict[str, Any]) -> dict[str, Any] | None:
             if str(current["metadata"].get("uid") or "") != record.uid:
                 raise errors.NotFound(f"pod {record.namespace}/{record.name} was replaced")
             return {**current, "status": admissions.merged_status(current.get("status"), status)}
 
-        try:
-            written = await cas(self.store, "Pod", record.name, record.namespace, decide)
-        except errors.NotFound:
-            return False
+        delay = _STATUS_RETRY[0]
+        while True:
+            try:
+                written = await cas(self.store, "Pod", record.name, record.namespace, decide)
+                break
+            except errors.NotFound:
+                return False
+            except errors.Unavailable as e:
+                log.warning("%s: status of pod %s/%s not written yet: %s", self.node, record.namespace, record.name, e)
+                await asyncio.sleep(delay)  # real time: the store is what failed
+                delay = min(delay * 2, _STATUS_RETRY[1])
         self._pods_cache.record(written.object)
         return True
 

@@ -15,16 +15,20 @@ from devplace.store.memory import MemoryStore
 from devplace.store.open import open_store
 
 if TYPE_CHECKING:
+    from devplace.store.etcd import EtcdStore
+    from devplace.store.kube import KubeStore
     from devplace.store.remote import RemoteStore
     from devplace.store.sqlite import SqliteStore
 
 __all__ = [
     "DELETE",
     "Change",
+    "EtcdStore",
     "Event",
     "EventType",
     "Informer",
     "Key",
+    "KubeStore",
     "MemoryStore",
     "ObjectList",
     "RemoteStore",
@@ -42,6 +46,14 @@ def __getattr__(name: str) -> Any:
         from devplace.store.sqlite import SqliteStore
 
         return SqliteStore
+    if name == "EtcdStore":
+        from devplace.store.etcd import EtcdStore
+
+        return EtcdStore
+    if name == "KubeStore":
+        from devplace.store.kube import KubeStore
+
+        return KubeStore
     if name == "RemoteStore":
         from devplace.store.remote import RemoteStore
 

@@ -9,7 +9,16 @@ Concurrency rule (DESIGN.md section 3): every write is a compare-and-swap.
 - `update` requires `metadata.resourceVersion` and fails with `Conflict` unless it equals the stored one.
 - `delete` optionally takes a resourceVersion precondition (`Conflict` on mismatch).
 Revisions are global and monotonic: every successful write gets the next one, and it becomes the object's
-resourceVersion (a decimal string). `generation` starts at 1 and bumps when `spec` changes.
+resourceVersion (a decimal string). `generation` starts at 1 and bumps when `spec` changes. A resourceVersion given
+to the store (an update's, a delete precondition, a watch's `since`) is read by `api.revisions.parse_revision`:
+canonical decimal digits up to 2**63-1, anything else is `Invalid` naming the field, before anything changes.
+
+Size: an object whose stored JSON encoding is over `MAX_OBJECT_BYTES` (1.5 MiB, etcd's default request limit under
+Kubernetes) is refused with `TooLarge` naming it and the limit; nothing changes.
+
+History: a backend keeps past events for watch replay, bounded by count and by encoded bytes
+(`DEFAULT_HISTORY_BYTES`), compacting the oldest first; `compact(revision)` forgets up to `revision`, which must not be
+beyond the current revision (`Invalid` naming `revision`).
 
 Filters: `list` and `watch` take a label selector (`selector`, Kubernetes syntax) and a field selector (`fields`,
 e.g. `spec.nodeName=node-a`; `metadata.name`, `metadata.namespace` and the fields a kind declares in
@@ -21,11 +30,12 @@ Watch: `watch(kind, namespace, since=R)` returns a `WatchStream`, opened as an a
     async with store.watch("Pod", fields="spec.nodeName=node-a", since=listing.revision) as events:
         async for event in events: ...
 
-The watch is registered on entry: `Gone` (a compacted `since`) is raised by `async with`, and `events.revision`
-says where it starts (the current revision when `since` is None), so nothing written after entry is missed. It then
-yields, in revision order, every matching event with revision > `events.revision`. Leaving the context (or closing
-the store, which ends every open watch with `Unavailable`) unregisters it. Iterating a stream that was not entered
-is a programming error (`RuntimeError`).
+The watch is registered on entry: `Gone` (a compacted `since`, or one beyond the store's current revision: a store
+that was reset, e.g. a server restarted on a fresh memory store, must make its clients relist) is raised by
+`async with`, and `events.revision` says where it starts (the current revision when `since` is None), so nothing
+written after entry is missed. It then yields, in revision order, every matching event with revision >
+`events.revision`. Leaving the context (or closing the store, which ends every open watch with `Unavailable`)
+unregisters it. Iterating a stream that was not entered is a programming error (`RuntimeError`).
 `list` returns items ordered by namespace, then name (etcd's key order).
 Returned dicts are copies: callers may mutate them freely.
 """
@@ -44,9 +54,12 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 import orjson
 
 from devplace import errors
-from devplace.api import selectors
+from devplace.api import revisions, selectors
+from devplace.api.meta import SERVER_OWNED_METADATA
 
 __all__ = [
+    "DEFAULT_HISTORY_BYTES",
+    "MAX_OBJECT_BYTES",
     "Event",
     "EventType",
     "Key",
@@ -58,6 +71,9 @@ __all__ = [
 ]
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+MAX_OBJECT_BYTES = 1_572_864  # 1.5 MiB of encoded JSON: etcd's default request limit, hence Kubernetes' object limit
+DEFAULT_HISTORY_BYTES = 64 * 1024 * 1024  # encoded events kept for watch replay (besides a count limit)
 
 
 @dataclass(frozen=True, order=True)
@@ -167,7 +183,8 @@ class Store(Protocol):
     async def revision(self) -> int: ...
 
     async def compact(self, revision: int) -> None:
-        """Forget history up to and including `revision`; watches from there on raise `Gone`."""
+        """Forget history up to and including `revision`; watches from before it raise `Gone`. A revision beyond the
+        current one is refused (`Invalid` naming `revision`) and changes nothing."""
         ...
 
     async def close(self) -> None:
@@ -198,16 +215,40 @@ def key_fields(obj: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def resource_version_of(obj: Mapping[str, Any]) -> int:
+    """An update's expected revision, `metadata.resourceVersion`, read strictly (see the module docstring)."""
     raw = (obj.get("metadata") or {}).get("resourceVersion")
     if raw is None or raw == "":
         raise errors.Invalid.field("metadata.resourceVersion", "required for an update (compare-and-swap)")
-    try:
-        value = int(str(raw))
-    except ValueError as e:
-        raise errors.Invalid.field("metadata.resourceVersion", f"{raw!r} is not a revision") from e
-    if value < 0:
-        raise errors.Invalid.field("metadata.resourceVersion", f"{raw!r} is not a revision")
+    return revisions.parse_revision("metadata.resourceVersion", raw)
+
+
+def watch_since(since: int | None) -> int | None:
+    """A watch's `since`, checked (`Invalid` naming `resourceVersion`, the name it has on the wire)."""
+    return None if since is None else revisions.parse_revision("resourceVersion", since)
+
+
+def future_revision(since: int, current: int) -> errors.Gone:
+    """The refusal of a watch from a revision the store has not reached (see the module docstring)."""
+    return errors.Gone(
+        f"too large resource version: {since}, current: {current} (the store may have been reset); "
+        "relist and watch again"
+    )
+
+
+def check_compact_target(revision: int, current: int) -> int:
+    """The compaction rule: `revision` is a revision, and not beyond the current one. Returns it."""
+    value = revisions.parse_revision("revision", revision)
+    if value > current:
+        raise errors.Invalid.field("revision", f"{value} is beyond the current revision {current}")
     return value
+
+
+def check_object_size(key: Key | str, size: int, limit: int = MAX_OBJECT_BYTES) -> None:
+    """The size rule: an object's stored encoding is at most `limit` bytes, else `TooLarge` naming both."""
+    if size > limit:
+        raise errors.TooLarge(
+            f"{key} is too large: {size} bytes of JSON, the limit is {limit} bytes ({limit / 1048576:g} MiB)"
+        )
 
 
 def next_generation(old: Mapping[str, Any], new: Mapping[str, Any]) -> int:
@@ -254,13 +295,25 @@ def _rfc3339_second(second: int) -> str:
     return _dt.datetime.fromtimestamp(second, tz=_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# Server-owned metadata the store neither stamps nor takes from a caller (`api.meta.SERVER_OWNED_METADATA`: the
+# field manager's `managedFields` pass through; `stamped` sets the rest).
+_NEVER_FROM_CALLER = tuple(
+    key
+    for key in SERVER_OWNED_METADATA
+    if key not in ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp")
+)
+
+
 def stamped(obj: Mapping[str, Any], *, revision: int, uid: Any, created: Any, generation: int) -> dict[str, Any]:
     """`obj` with the server-owned metadata set: a new top-level dict and a new `metadata` dict, nothing deeper.
 
     The result shares every other nested value with `obj`: a backend encodes or copies it before keeping it.
-    An empty namespace is dropped (cluster-scoped objects carry none).
+    An empty namespace is dropped (cluster-scoped objects carry none), and so is server-owned metadata no caller
+    sets (`deletionTimestamp`, `deletionGracePeriodSeconds`, `selfLink`; see `api.meta.SERVER_OWNED_METADATA`).
     """
     meta = dict(obj.get("metadata") or {})
+    for key in _NEVER_FROM_CALLER:
+        meta.pop(key, None)
     meta["resourceVersion"] = str(revision)
     meta["uid"] = uid
     meta["generation"] = generation
@@ -313,10 +366,12 @@ def check_delete_precondition(key: Key, stored: Mapping[str, Any] | None, resour
 
 
 def check_delete_revision(key: Key, current: int | str | None, resource_version: str | None) -> None:
-    """The delete rule: the object exists (`current` is its revision) and matches the optional precondition."""
+    """The delete rule: the precondition (if any) is a revision, the object exists (`current` is its revision) and is
+    at that revision."""
+    expected = None if resource_version is None else revisions.parse_revision("resourceVersion", resource_version)
     if current is None:
         raise errors.NotFound(f"{key} not found")
-    if resource_version is not None and str(current) != str(resource_version):
+    if expected is not None and int(current) != expected:
         raise errors.Conflict(
             f"{key}: precondition failed: resourceVersion {resource_version} is stale (current is {current})"
         )

@@ -8,6 +8,9 @@ remote backend), so an agent's Pod informer with `spec.nodeName=<node>` never re
 Freshness: an entry is replaced only by a newer revision. Store revisions are global and monotonic, so "newer" is well
 defined across watch events, relists and the results of the owner's own writes (`record`), whichever arrives
 first; a deletion leaves a tombstone (bounded) so a late, older write result cannot resurrect a deleted object.
+A listing at a revision below one the cache has seen means the store was reset (a server restarted on a fresh memory
+store answers the watch with `Gone`, the informer relists): its revisions say nothing against the old ones, so that
+listing replaces the cache outright.
 
 Parsing: `parse(obj, previous)` turns a wire dict into the cached value (`previous` is the entry it replaces, for
 parsers that reuse unchanged parts). An object that does not parse (`errors.Invalid`, `KeyError`, `TypeError`,
@@ -271,7 +274,11 @@ class Informer(Generic[T]):
 
     def replace(self, items: Iterable[Mapping[str, Any]], revision: int) -> None:
         """A relist: the cache becomes `items` as of `revision`, keeping only entries newer than the listing (the
-        owner's own writes that landed after it)."""
+        owner's own writes that landed after it); a listing from a store that was reset replaces it all."""
+        if revision < self.revision:  # the store went back in time: nothing cached compares with its revisions
+            self._tombstones.clear()
+            self._revisions = dict.fromkeys(self._revisions, -1)
+            self.revision = revision
         seen: set[ObjKey] = set()
         for obj in items:
             key = key_of(obj)

@@ -1,4 +1,12 @@
-"""Open a store from a URL: `memory`, `sqlite:///path/to.db`, `http://host:port` (remote API server)."""
+"""Open a store from a URL: `memory`, `sqlite:///path/to.db`, `etcd://host:2379[,host:2379...]`, `http://host:port`.
+
+etcd URLs take TLS and authentication options as query parameters, e.g.
+`etcd://10.0.0.1:2379,10.0.0.2:2379?cacert=/etc/etcd/ca.pem&cert=client.pem&key=client-key.pem&user=devplace&
+password_file=/etc/devplace/etcd-password` (`etcds://` for TLS with the system's CA roots; the full list is in
+`devplace.store.etcd.parse_url`). `http://` and `https://` open the remote backend (a devplace API server).
+`kube://` opens the Kubernetes backend: the pod's service account, else `KUBECONFIG`, else ~/.kube/config;
+`kube:///path/to/kubeconfig?context=NAME` names the file (options in `devplace.store.kube.parse_url`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,11 @@ from devplace.store.base import Store
 __all__ = ["open_store"]
 
 
-def open_store(url: str, *, clock: Clock | None = None) -> Store:
+def open_store(
+    url: str, *, clock: Clock | None = None, token: str | None = None, kubeconfig: str | None = None
+) -> Store:
+    """The store at `url`. `token` and `kubeconfig` (a path, or a `KUBECONFIG`-style list) authenticate the remote
+    backend to its server (`devplace.store.remote.Credentials.for_server`); other backends ignore them."""
     if url in ("memory", "memory://"):
         from devplace.store.memory import MemoryStore
 
@@ -18,11 +30,22 @@ def open_store(url: str, *, clock: Clock | None = None) -> Store:
         from devplace.store.sqlite import SqliteStore
 
         return SqliteStore(_sqlite_path(url), clock=clock)
-    if url.startswith(("http://", "https://")):
-        from devplace.store.remote import RemoteStore
+    if url.startswith(("etcd://", "etcds://")):
+        from devplace.store.etcd import EtcdStore
 
-        return RemoteStore(url, clock=clock)
-    raise errors.Invalid.field("store", f"unsupported store URL {url!r} (memory, sqlite:///PATH, http://HOST:PORT)")
+        return EtcdStore(url, clock=clock)
+    if url.startswith(("http://", "https://")):
+        from devplace.store.remote import Credentials, RemoteStore
+
+        credentials = Credentials.for_server(url, token=token, kubeconfig=kubeconfig)
+        return RemoteStore(url, clock=clock, credentials=credentials)
+    if url.startswith("kube://"):
+        from devplace.store.kube import KubeStore
+
+        return KubeStore.from_url(url, clock=clock)
+    raise errors.Invalid.field(
+        "store", f"unsupported store URL {url!r} (memory, sqlite:///PATH, etcd://HOST:PORT, http://HOST:PORT, kube://)"
+    )
 
 
 def _sqlite_path(url: str) -> str:

@@ -1,6 +1,7 @@
 """SQLite Store: the embedded default backend, one file in WAL mode, shareable by several processes.
 
-Layout: `objects` holds the current objects, `events` the write log that watches replay, `meta` the compacted revision.
+Layout: `objects` holds the current objects, `events` the write log that watches replay, `meta` the compacted revision
+and the running byte total at it.
 Every write is one `BEGIN IMMEDIATE` transaction that reads the newest event revision, writes the object row and
 appends the event carrying the same body (for creates and updates a trigger on `objects` appends it). So revisions
 are global, contiguous and monotonic across every process sharing the file (SQLite's write lock serializes them),
@@ -8,11 +9,12 @@ and a write is there entirely or not at all. When a write returns, its COMMIT ha
 kill -9 of the process. With `synchronous="NORMAL"` (the default) a power loss may drop the last commits but never
 corrupts the file; `"FULL"` also keeps those.
 
-Bodies are compact UTF-8 JSON text (`base.encode_json`), readable with any SQLite shell. Next to the body, an object
-row keeps what an update needs of the old object in columns: its uid, creationTimestamp, generation and the JSON
-text of its spec. So a CAS update never decodes the old body: the revision check reads the `revision` column, the
-identity fields are copied from theirs, and the generation rule ("bumps when spec changes") compares the new spec's
-JSON text with the stored one, decoding the old spec only when the texts differ (equal values may be written in
+Bodies are compact UTF-8 JSON text (`base.encode_json`), readable with any SQLite shell, at most `max_object_bytes`
+(`base.MAX_OBJECT_BYTES`): a larger object is refused with `TooLarge` inside its transaction, which rolls back. Next to
+the body, an object row keeps what an update needs of the old object in columns: its uid, creationTimestamp, generation
+and the JSON text of its spec. So a CAS update never decodes the old body: the revision check reads the `revision`
+column, the identity fields are copied from theirs, and the generation rule ("bumps when spec changes") compares the new
+spec's JSON text with the stored one, decoding the old spec only when the texts differ (equal values may be written in
 another key order). Files written before these columns existed get them, filled from the bodies, when first opened;
 processes of that earlier version must not write to the file afterwards (the triggers make their writes fail).
 
@@ -32,18 +34,32 @@ the row; the trigger appends the event). The spec is encoded once, before the tr
 in the body, which is encoded once, for both rows; the caller's copy is decoded from it, cheaper than any deep copy.
 Nothing returned shares a dict with the caller's argument or with another result.
 
+History: every event row carries its body's size in bytes and `total`, the running sum of sizes over every event ever
+appended (the triggers compute both, from the newest row), and `meta` keeps the total as of the compacted revision; so
+the bytes of history are one subtraction, exact across processes, and finding where to cut is a scan of the rows being
+cut. History is bounded by rows (`history_limit`) and bytes (`history_bytes`, `base.DEFAULT_HISTORY_BYTES` by default);
+past either bound the writer that noticed compacts, in the transaction after its write, a batch below it (bytes are
+checked after each batch, an eighth of the bound and at most `_BYTES_BATCH`, written by this process). Deleted rows'
+pages go to SQLite's free list and are reused by later writes, so the file stops growing at about the bound (plus the
+objects and the WAL); it does not shrink (incremental auto-vacuum would, but releasing 8 MiB of pages took about 70 ms
+holding the write lock). `secure_delete` is FAST (Debian builds SQLite with it ON): freed pages are not zeroed one by
+one, which made compacting 8 MiB of big events cost 60 ms more in its COMMIT; deleted bodies may stay in the file's free
+pages until reused. `compact(revision)` beyond the head is `Invalid` (naming `revision`). The newest event is never
+deleted: its revision is the store's.
+
 Watch: `watch(...)` is entered with `async with`, which registers the watcher, reads the first page of its replay
-(raising `Gone` for a compacted `since`) and fixes `revision` (the head when `since` is None). At commit, an
-in-process write hands its encoded body to every watcher of this store, which matches it against its kind,
-namespace, label and field selectors then: an event it does not select costs it one comparison and is never
-queued, so a Pod watcher ignores a stream of ConfigMap writes. Revisions being contiguous, a watcher offered a
-revision that does not follow the last one offered knows another process wrote in between, and reads the events
-table. Writes of other processes with no local write after them are noticed by one poller per store (running while
-at least one watch is open): every `poll_interval` seconds (real time: this waits on I/O, not on behaviour) it reads
-`PRAGMA data_version`, which changes when another connection commits, and when it changed wakes every watcher to
-read the file. So an idle store costs one cheap query per interval however many watchers it has. A watcher that does
-not read keeps at most `_PENDING_LIMIT` events and then rereads the file. A watcher whose next revision has been
-compacted away raises `Gone`, at entry or later; `close()` ends every open watch with `Unavailable`.
+(raising `Gone` for a compacted `since`, or one beyond the head) and fixes `revision` (the head when `since` is None).
+At commit, an in-process write hands its encoded body to every watcher of this store, which matches it against its kind,
+namespace, label and field selectors then: an event it does not select costs it one comparison and is never queued, so a
+Pod watcher ignores a stream of ConfigMap writes. Revisions being contiguous, a watcher offered a revision that does not
+follow the last one offered knows another process wrote in between, and reads the events table. Writes of other
+processes with no local write after them are noticed by one poller per store (running while at least one watch is open):
+every `poll_interval` seconds (real time: this waits on I/O, not on behaviour) it reads `PRAGMA data_version`, which
+changes when another connection commits, and when it changed wakes every watcher to read the file. So an idle store
+costs one cheap query per interval however many watchers it has. A watcher that does not read keeps at most
+`_PENDING_LIMIT` events (`_PENDING_BYTES` of bodies) and then rereads the file, a page (`_REPLAY_PAGE` events,
+`_REPLAY_BYTES` of bodies) at a time. A watcher whose next revision has been compacted away raises `Gone`, at entry or
+later; `close()` ends every open watch with `Unavailable`.
 """
 
 from __future__ import annotations
@@ -78,6 +94,20 @@ def _decode(body: str) -> dict[str, Any]:
 
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+# The running total after the newest event (0 before the first): the newest event is never compacted away.
+_NEWEST_TOTAL = "SELECT total FROM events ORDER BY revision DESC LIMIT 1"
+_LAST_TOTAL = f"coalesce(({_NEWEST_TOTAL}), 0)"
+_EVENT_COLUMNS = "(revision, type, kind, namespace, name, size, total, body)"
+_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS objects_added AFTER INSERT ON objects BEGIN"
+    f" INSERT INTO events {_EVENT_COLUMNS}"
+    " VALUES (NEW.revision, 'ADDED', NEW.kind, NEW.namespace, NEW.name, length(CAST(NEW.body AS BLOB)),"
+    f" {_LAST_TOTAL} + length(CAST(NEW.body AS BLOB)), NEW.body); END",
+    "CREATE TRIGGER IF NOT EXISTS objects_modified AFTER UPDATE OF revision ON objects BEGIN"
+    f" INSERT INTO events {_EVENT_COLUMNS}"
+    " VALUES (NEW.revision, 'MODIFIED', NEW.kind, NEW.namespace, NEW.name, length(CAST(NEW.body AS BLOB)),"
+    f" {_LAST_TOTAL} + length(CAST(NEW.body AS BLOB)), NEW.body); END",
+)
 # The identity columns come after `body` so that files from before they existed get the same shape by ALTER TABLE.
 _IDENTITY_COLUMNS = {"uid": "TEXT", "created": "TEXT", "generation": "INTEGER", "spec": "TEXT"}
 _SCHEMA = (
@@ -85,19 +115,17 @@ _SCHEMA = (
     " revision INTEGER NOT NULL, body TEXT NOT NULL, "
     + ", ".join(f"{column} {type_}" for column, type_ in _IDENTITY_COLUMNS.items())
     + ", PRIMARY KEY (kind, namespace, name))",
+    # `size` and `total` come before `body`, so reading them never walks a big body's overflow pages (files from
+    # before they existed get them at the end, by ALTER TABLE: slower to read, equally right).
     "CREATE TABLE IF NOT EXISTS events (revision INTEGER PRIMARY KEY, type TEXT NOT NULL, kind TEXT NOT NULL,"
-    " namespace TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL)",
+    " namespace TEXT NOT NULL, name TEXT NOT NULL, size INTEGER, total INTEGER, body TEXT NOT NULL)",
     # Creates and updates append their event by trigger, in the statement that writes the row: one statement less
     # per write, and a writer that also appends it (a process of a version before the triggers) fails instead of
     # leaving the identity columns stale. A delete appends its event itself (its body carries the new revision).
-    "CREATE TRIGGER IF NOT EXISTS objects_added AFTER INSERT ON objects BEGIN"
-    " INSERT INTO events (revision, type, kind, namespace, name, body)"
-    " VALUES (NEW.revision, 'ADDED', NEW.kind, NEW.namespace, NEW.name, NEW.body); END",
-    "CREATE TRIGGER IF NOT EXISTS objects_modified AFTER UPDATE OF revision ON objects BEGIN"
-    " INSERT INTO events (revision, type, kind, namespace, name, body)"
-    " VALUES (NEW.revision, 'MODIFIED', NEW.kind, NEW.namespace, NEW.name, NEW.body); END",
+    *_TRIGGERS,
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO meta (key, value) VALUES ('compacted', 0)",
+    "INSERT OR IGNORE INTO meta (key, value) VALUES ('compacted_total', 0)",
 )
 # The newest event is never compacted away, so max(events.revision) is always the store's revision.
 _HEAD = "SELECT coalesce(max(revision), 0) FROM events"
@@ -118,12 +146,16 @@ _INSERT_OBJECT = (
 )
 _UPDATE_OBJECT = "UPDATE objects SET revision = ?, body = ?, generation = ?, spec = ? WHERE rowid = ?"
 _DELETE_OBJECT = "DELETE FROM objects WHERE rowid = ?"
-_INSERT_EVENT = "INSERT INTO events (revision, type, kind, namespace, name, body) VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT_EVENT = f"INSERT INTO events {_EVENT_COLUMNS} VALUES (?, ?, ?, ?, ?, ?, {_LAST_TOTAL} + ?, ?)"
+_HISTORY_BYTES = f"SELECT {_LAST_TOTAL} - (SELECT value FROM meta WHERE key = 'compacted_total')"
 
 _Rows = list[tuple[int, EventType, str]]  # (revision, type, body) rows of the events table
 
 _REPLAY_PAGE = 512  # events read per query when replaying; bounds memory for long histories
+_REPLAY_BYTES = 8 * 1024 * 1024  # and their bodies' size (a page of big objects stops early)
 _PENDING_LIMIT = 4096  # in-process events queued for a watcher that does not read; past it, it rereads the file
+_PENDING_BYTES = 8 * 1024 * 1024  # and their bodies' size
+_BYTES_BATCH = 4 * 1024 * 1024  # at most this many bytes of history are compacted at once
 
 
 class _Written(NamedTuple):
@@ -134,6 +166,7 @@ class _Written(NamedTuple):
     type: EventType
     obj: Mapping[str, Any]
     body: str
+    size: int  # the body's bytes
 
 
 class _Read(NamedTuple):
@@ -166,10 +199,12 @@ def _prepare(conn: sqlite3.Connection, path: str, synchronous: str, busy_timeout
             if str(mode).lower() != "wal" and path != ":memory:":
                 raise errors.Unavailable(f"sqlite store {path}: cannot use WAL mode (got {mode!r})")
             conn.execute(f"PRAGMA synchronous={synchronous}")
+            conn.execute("PRAGMA secure_delete=FAST")
             conn.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA:
                 conn.execute(statement)
             _add_identity_columns(conn)
+            _add_event_sizes(conn)
             conn.execute("COMMIT")
             compacted: int = conn.execute(_COMPACTED).fetchone()[0]
             return compacted
@@ -194,11 +229,14 @@ class SqliteStore:
         poll_interval: float = 0.05,
         busy_timeout: float = 5.0,
         history_limit: int | None = 100_000,
+        history_bytes: int | None = base.DEFAULT_HISTORY_BYTES,
+        max_object_bytes: int = base.MAX_OBJECT_BYTES,
     ) -> None:
         """Open (creating if needed) the store file at `path`.
 
-        `history_limit` keeps at most about that many events for watch replay (older ones are compacted in batches);
-        None keeps everything until `compact` is called. `poll_interval` is how often open watches look for other
+        `history_limit` keeps at most about that many events for watch replay, `history_bytes` about that many bytes
+        of them (older ones are compacted in batches); None keeps everything until `compact` is called.
+        `max_object_bytes` bounds one object's JSON. `poll_interval` is how often open watches look for other
         processes' writes; `busy_timeout` how long an operation waits for another process's lock (off the loop).
         """
         if synchronous.upper() not in _SYNCHRONOUS:
@@ -207,12 +245,22 @@ class SqliteStore:
             raise errors.Invalid.field("poll_interval", "must be positive")
         if history_limit is not None and history_limit < 1:
             raise errors.Invalid.field("history_limit", "must be at least 1 (or None for no limit)")
+        if history_bytes is not None and history_bytes < 1:
+            raise errors.Invalid.field("history_bytes", "must be at least 1 (or None for no limit)")
+        if max_object_bytes < 1:
+            raise errors.Invalid.field("max_object_bytes", "must be at least 1")
         self._path = os.fspath(path)
         self._clock = clock or SystemClock()
         self._poll_interval = poll_interval
         self._busy_ms = max(0, round(busy_timeout * 1000))
         self._history_limit = history_limit
         self._compact_batch = 0 if history_limit is None else max(1, min(1024, history_limit // 8))
+        self._history_bytes = history_bytes
+        # Bytes written between looks at history's size, and compacted below the bound at each: a compaction deletes
+        # about that much (4 MiB of small events took ~13 ms on the loop).
+        self._bytes_batch = 0 if history_bytes is None else min(_BYTES_BATCH, history_bytes // 8)
+        self._unchecked_bytes = 0  # bytes this store wrote since it last looked at the history's size
+        self._max_object_bytes = max_object_bytes
         self._watchers: set[_SqliteWatch] = set()
         self._poller: asyncio.Task[None] | None = None
         self._poll_version: int | None = None  # data_version when the poller last looked (None: not yet)
@@ -317,7 +365,9 @@ class SqliteStore:
         spec_json = None if spec is None else base.encode_json(spec).decode()
         uid = str(uuid.uuid4())
         created = base.rfc3339(self._clock.now())
-        written = await self._run(_create, kind, namespace, name, obj, spec, spec_json, uid, created)
+        written = await self._run(
+            _create, kind, namespace, name, obj, spec, spec_json, uid, created, self._max_object_bytes
+        )
         result: dict[str, Any] = orjson.loads(written.body)
         return result
 
@@ -326,7 +376,9 @@ class SqliteStore:
         expected = base.resource_version_of(obj)
         spec = obj.get("spec")
         spec_json = None if spec is None else base.encode_json(spec).decode()
-        written = await self._run(_update, kind, namespace, name, expected, obj, spec, spec_json)
+        written = await self._run(
+            _update, kind, namespace, name, expected, obj, spec, spec_json, self._max_object_bytes
+        )
         result: dict[str, Any] = orjson.loads(written.body)
         return result
 
@@ -349,6 +401,14 @@ class SqliteStore:
                 self._compacted_hint = self._attempt(_compact, (written.revision - limit,))
             except (sqlite3.Error, errors.DevplaceError):
                 pass  # the write itself is committed; compaction is retried after the next one
+        if self._history_bytes is not None:
+            self._unchecked_bytes += written.size
+            if self._unchecked_bytes > self._bytes_batch:
+                try:  # as above: on the loop, never waiting
+                    self._compacted_hint = self._attempt(_compact_bytes, (self._history_bytes, self._bytes_batch))
+                    self._unchecked_bytes = 0
+                except (sqlite3.Error, errors.DevplaceError):
+                    pass
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -397,13 +457,22 @@ class SqliteStore:
         head: int = cur.execute(_HEAD).fetchone()[0]
         if after is None:
             after = params[0] = head
-        rows: _Rows = cur.execute(sql, params).fetchall() if after < head else []
-        cur.execute("COMMIT")
+        rows: _Rows = []
+        page_bytes = 0
+        if after < head:
+            for row in cur.execute(sql, params):
+                rows.append(row)
+                page_bytes += len(row[2])
+                if page_bytes >= _REPLAY_BYTES:
+                    break
+        cur.execute("COMMIT")  # also ends the query when the page stopped early
         if after < compacted:
             raise errors.Gone(
                 f"revision {after} has been compacted (oldest available is {compacted + 1}); relist and watch again"
             )
-        full = len(rows) == _REPLAY_PAGE
+        if after > head:
+            raise base.future_revision(after, head)
+        full = len(rows) == _REPLAY_PAGE or page_bytes >= _REPLAY_BYTES
         return _Read(after, rows, rows[-1][0] if full else max(head, after), full, head)
 
     def _data_version_changed(self, cur: sqlite3.Cursor) -> bool:
@@ -492,17 +561,21 @@ def _create(
     spec_json: str | None,
     uid: str,
     created: str,
+    limit: int,
 ) -> _Written:
     cur.execute("BEGIN IMMEDIATE")
     revision = cur.execute(_HEAD).fetchone()[0] + 1
     stamped = base.stamped(obj, revision=revision, uid=uid, created=created, generation=1)
-    body = _encode_body(stamped, spec, spec_json)
+    encoded = _encode_body(stamped, spec, spec_json)
+    if len(encoded) > limit:
+        base.check_object_size(Key(kind, namespace, name), len(encoded), limit)
+    body = encoded.decode()
     try:
         cur.execute(_INSERT_OBJECT, (kind, namespace, name, revision, body, uid, created, spec_json))  # + its event
     except sqlite3.IntegrityError as e:
         raise errors.AlreadyExists(f"{Key(kind, namespace, name)} already exists") from e
     cur.execute("COMMIT")
-    return _Written(revision, "ADDED", stamped, body)
+    return _Written(revision, "ADDED", stamped, body, len(encoded))
 
 
 def _update(
@@ -514,6 +587,7 @@ def _update(
     obj: Mapping[str, Any],
     spec: Any,
     spec_json: str | None,
+    limit: int,
 ) -> _Written:
     cur.execute("BEGIN IMMEDIATE")
     row = cur.execute(_ROW_FOR_UPDATE, (kind, namespace, name)).fetchone()
@@ -525,10 +599,13 @@ def _update(
         generation += 1
     revision = head + 1
     stamped = base.stamped(obj, revision=revision, uid=uid, created=created, generation=generation)
-    body = _encode_body(stamped, spec, spec_json)
+    encoded = _encode_body(stamped, spec, spec_json)
+    if len(encoded) > limit:
+        base.check_object_size(Key(kind, namespace, name), len(encoded), limit)
+    body = encoded.decode()
     cur.execute(_UPDATE_OBJECT, (revision, body, generation, spec_json, rowid))  # + its event, by trigger
     cur.execute("COMMIT")
-    return _Written(revision, "MODIFIED", stamped, body)
+    return _Written(revision, "MODIFIED", stamped, body, len(encoded))
 
 
 def _delete(cur: sqlite3.Cursor, key: Key, resource_version: str | None) -> _Written:
@@ -539,25 +616,58 @@ def _delete(cur: sqlite3.Cursor, key: Key, resource_version: str | None) -> _Wri
     revision = head + 1
     gone: dict[str, Any] = _decode(old_body)
     gone["metadata"]["resourceVersion"] = str(revision)
-    body = base.encode_json(gone).decode()
+    encoded = base.encode_json(gone)
+    body = encoded.decode()
     cur.execute(_DELETE_OBJECT, (rowid,))
-    cur.execute(_INSERT_EVENT, (revision, "DELETED", key.kind, key.namespace, key.name, body))
+    size = len(encoded)
+    cur.execute(_INSERT_EVENT, (revision, "DELETED", key.kind, key.namespace, key.name, size, size, body))
     cur.execute("COMMIT")
-    return _Written(revision, "DELETED", gone, body)
+    return _Written(revision, "DELETED", gone, body, size)
 
 
 def _compact(cur: sqlite3.Cursor, revision: int) -> int:
-    """Forget events up to `revision` (never the newest); the compacted revision."""
+    """Forget events up to `revision` (never the newest); the compacted revision. `Invalid` beyond the head."""
     cur.execute("BEGIN IMMEDIATE")
     head = cur.execute(_HEAD).fetchone()[0]
+    target = base.check_compact_target(revision, head)
     compacted: int = cur.execute(_COMPACTED).fetchone()[0]
-    target = min(revision, head)
     if target > compacted:
-        cur.execute("DELETE FROM events WHERE revision <= ? AND revision < ?", (target, head))
-        cur.execute("UPDATE meta SET value = ? WHERE key = 'compacted'", (target,))
+        _forget(cur, target, head)
         compacted = target
     cur.execute("COMMIT")
     return compacted
+
+
+def _compact_bytes(cur: sqlite3.Cursor, limit: int, batch: int) -> int:
+    """When history holds over `limit` bytes, forget the oldest events down to `limit - batch` bytes (never the
+    newest); the compacted revision."""
+    cur.execute("BEGIN IMMEDIATE")
+    compacted: int = cur.execute(_COMPACTED).fetchone()[0]
+    held: int = cur.execute(_HISTORY_BYTES).fetchone()[0]
+    if held > limit:
+        head = cur.execute(_HEAD).fetchone()[0]
+        # Totals grow with revisions: the first row whose total leaves at most the target after it is the cut.
+        threshold = cur.execute(_NEWEST_TOTAL).fetchone()[0] - (limit - batch)
+        row = cur.execute(
+            "SELECT revision FROM events WHERE total >= ? AND revision < ? ORDER BY revision LIMIT 1", (threshold, head)
+        ).fetchone()
+        target = head - 1 if row is None else row[0]
+        if target > compacted:
+            _forget(cur, target, head)
+            compacted = target
+    cur.execute("COMMIT")
+    return compacted
+
+
+def _forget(cur: sqlite3.Cursor, target: int, head: int) -> None:
+    """Delete the events up to `target` but the newest, in the caller's transaction, keeping `meta` in step."""
+    cut = cur.execute(
+        "SELECT total FROM events WHERE revision <= ? AND revision < ? ORDER BY revision DESC LIMIT 1", (target, head)
+    ).fetchone()
+    if cut is not None:
+        cur.execute("DELETE FROM events WHERE revision <= ? AND revision < ?", (target, head))
+        cur.execute("UPDATE meta SET value = ? WHERE key = 'compacted_total'", (cut[0],))
+    cur.execute("UPDATE meta SET value = ? WHERE key = 'compacted'", (target,))
 
 
 def _get(cur: sqlite3.Cursor, kind: str, namespace: str, name: str) -> str | None:
@@ -615,6 +725,7 @@ class _SqliteWatch(base.BaseWatch):
         self._more = False
         self._replay: deque[Event] = deque()
         self._pending: deque[tuple[int, EventType, str]] = deque()
+        self._pending_bytes = 0
         self._waiter: asyncio.Future[None] | None = None
         self._error: errors.DevplaceError | None = None
 
@@ -624,9 +735,10 @@ class _SqliteWatch(base.BaseWatch):
         kind, namespace, selector, fields = self._args
         self._filters = base.parse_filters(kind, namespace, selector, fields)
         self._selects = self._filters.labels is not None or self._filters.fields is not None
+        since = base.watch_since(self._since)
         store._register(self)  # before the first read: a write committed after it is offered or read, never lost
         try:
-            read = await store._run(store._read_events, self._since, kind, namespace)
+            read = await store._run(store._read_events, since, kind, namespace)
         except BaseException:
             store._unregister(self)
             raise
@@ -641,6 +753,7 @@ class _SqliteWatch(base.BaseWatch):
         self._entered = False
         self._store._unregister(self)
         self._pending.clear()
+        self._pending_bytes = 0
         self._replay.clear()
 
     async def __anext__(self) -> Event:
@@ -664,6 +777,7 @@ class _SqliteWatch(base.BaseWatch):
             pending = self._pending
             while pending:
                 revision, type_, body = pending.popleft()
+                self._pending_bytes -= len(body)
                 if revision > self._last:
                     self._last = revision
                     return Event(type_, _decode(body), revision)
@@ -696,15 +810,19 @@ class _SqliteWatch(base.BaseWatch):
         self._offered = written.revision
         if not self._filters.matches(written.obj):
             return
-        if len(self._pending) >= _PENDING_LIMIT:
+        if self._pending and (
+            len(self._pending) >= _PENDING_LIMIT or self._pending_bytes + len(written.body) > _PENDING_BYTES
+        ):
             self.reread()
             return
         self._pending.append((written.revision, written.type, written.body))
+        self._pending_bytes += len(written.body)
         self._wake()
 
     def reread(self) -> None:
         self._stale = True
         self._pending.clear()
+        self._pending_bytes = 0
         self._wake()
 
     def fail(self, error: errors.DevplaceError) -> None:
@@ -716,15 +834,15 @@ class _SqliteWatch(base.BaseWatch):
             self._waiter.set_result(None)
 
 
-def _encode_body(stamped: dict[str, Any], spec: Any, spec_json: str | None) -> str:
-    """The body's JSON text, embedding the already encoded spec as it is (encoded once for both columns).
+def _encode_body(stamped: dict[str, Any], spec: Any, spec_json: str | None) -> bytes:
+    """The body's JSON, embedding the already encoded spec as it is (encoded once for both columns).
 
     `stamped` keeps the caller's spec, so watchers can match field selectors on it."""
     if spec_json is None:
-        return base.encode_json(stamped).decode()
+        return base.encode_json(stamped)
     stamped["spec"] = orjson.Fragment(spec_json)
     try:
-        return base.encode_json(stamped).decode()
+        return base.encode_json(stamped)
     finally:
         stamped["spec"] = spec
 
@@ -744,6 +862,28 @@ def _generation_of(meta: Mapping[str, Any]) -> int:
         return int(meta.get("generation") or 1)
     except (TypeError, ValueError):
         return 1
+
+
+def _add_event_sizes(conn: sqlite3.Connection) -> None:
+    """Give an `events` table from before `size` and `total` those columns (filled from the bodies, totals counted
+    from the oldest row kept) and the triggers that fill them, in the caller's transaction."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+    if "size" in present and "total" in present:
+        return
+    for column in ("size", "total"):
+        if column not in present:
+            conn.execute(f"ALTER TABLE events ADD COLUMN {column} INTEGER")
+    conn.execute("UPDATE events SET size = length(CAST(body AS BLOB))")
+    conn.execute(
+        "UPDATE events SET total = running.total FROM"
+        " (SELECT revision, sum(size) OVER (ORDER BY revision) AS total FROM events) AS running"
+        " WHERE events.revision = running.revision"
+    )
+    conn.execute("UPDATE meta SET value = 0 WHERE key = 'compacted_total'")
+    for trigger in ("objects_added", "objects_modified"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    for statement in _TRIGGERS:
+        conn.execute(statement)
 
 
 def _add_identity_columns(conn: sqlite3.Connection) -> None:

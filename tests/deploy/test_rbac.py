@@ -1,0 +1,211 @@
+"""deploy/kubernetes/rbac.yaml grants each part exactly what it needs, and the parts need no more than that.
+
+`NEEDS` lists, per part, the Kubernetes requests its store calls become through the `kube` store; each ClusterRole
+must grant exactly those (nothing more: no wildcard, no verb a part never uses). Then the real agent, controller and
+scheduler run a scenario that takes them through their write paths (brokers of every kind, services, dynamic pools,
+discovery properties from a Secret and a ConfigMap, a failing discovery, a class-scheduled pod, a device whose
+properties change, devices unplugged, a node gone, a Configuration deleted, a kubelet missing) over a store that
+records who asked for what (`tests.deploy.recordings`), and every request they made must be in their `NEEDS`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devplace.clocks import FakeClock
+from devplace.sim import Fleet
+from devplace.store import MemoryStore
+from tests.agent.conftest import Nodes
+from tests.deploy.recordings import Recording, Request
+from tests.e2e.scenarios import BROKER, SERVICE
+
+RBAC = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "rbac.yaml"
+GROUPS = {"Configuration": "akri.sh", "Instance": "akri.sh"}
+"""Where the kube store reads these kinds with `kube://?group=akri.sh`, as the manifests run it."""
+
+AKRI, CORE, BATCH, DEVPLACE = "akri.sh", "", "batch", "devplace.io"
+
+
+def _all(group: str, resource: str, *verbs: str) -> set[Request]:
+    return {(verb, group, resource) for verb in verbs}
+
+
+NEEDS: dict[str, set[Request]] = {
+    "agent": (
+        # Instances: its node's share of each (create, update, delete when no node sees a device); get after a lost
+        # compare-and-swap; an informer lists and watches them
+        _all(AKRI, "instances", "get", "list", "watch", "create", "update", "delete")
+        # Configurations: watched; its per-node conditions (DiscoveryFailed, ResourceNameConflict) on their status
+        | _all(AKRI, "configurations", "get", "list", "watch", "update")
+        | _all(AKRI, "configurations/status", "update")
+        # its Node: the DevplaceKubeletMissing condition (agent/kubelets.py), by compare-and-swap
+        | _all(CORE, "nodes", "get", "update")
+        | _all(CORE, "nodes/status", "update")
+        # its node's Pods (slot release); the Secrets and ConfigMaps discoveryProperties name
+        | _all(CORE, "pods", "list", "watch")
+        | _all(CORE, "secrets", "list", "watch")
+        | _all(CORE, "configmaps", "list", "watch")
+    ),
+    "controller": (
+        # what it deploys: broker Pods and Jobs, their Services, dynamic pools' ConfigMaps; get when a create finds
+        # one already there, or after a lost compare-and-swap
+        _all(CORE, "pods", "get", "list", "watch", "create", "update", "delete")
+        | _all(CORE, "services", "get", "list", "watch", "create", "update", "delete")
+        | _all(CORE, "configmaps", "get", "list", "watch", "create", "update", "delete")
+        | _all(BATCH, "jobs", "get", "list", "watch", "create", "update", "delete")
+        # broker counts on Configurations' status
+        | _all(AKRI, "configurations", "get", "list", "watch", "update")
+        | _all(AKRI, "configurations/status", "update")
+        # the slots and nodes entries of nodes that are gone (an Instance no node sees any more goes)
+        | _all(AKRI, "instances", "get", "list", "watch", "update", "delete")
+        | _all(CORE, "nodes", "list", "watch")
+        | _all(DEVPLACE, "resourceclasses", "list", "watch")
+    ),
+    "scheduler": (
+        # binding (nodeName and device annotations) by compare-and-swap; PodScheduled=False with the reasons
+        _all(CORE, "pods", "get", "list", "watch", "update")
+        | _all(CORE, "pods/status", "update")
+        | _all(CORE, "nodes", "list", "watch")
+        | _all(AKRI, "configurations", "list", "watch")
+        | _all(AKRI, "instances", "list", "watch")
+        # ResourceClass status (allocatable, requested)
+        | _all(DEVPLACE, "resourceclasses", "get", "list", "watch", "update")
+        | _all(DEVPLACE, "resourceclasses/status", "update")
+    ),
+}
+
+
+def granted(role: str) -> set[Request]:
+    [rules] = [
+        d["rules"]
+        for d in yaml.safe_load_all(RBAC.read_text())
+        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == f"devplace-{role}"
+    ]
+    out: set[Request] = set()
+    for rule in rules:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule  # no resourceNames, no nonResourceURLs
+        out |= {(v, g, r) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return out
+
+
+@pytest.mark.parametrize("part", sorted(NEEDS))
+def test_each_role_grants_exactly_what_its_part_needs(part):
+    have = granted(part)
+    assert sorted(have - NEEDS[part]) == [], "granted but not needed"
+    assert sorted(NEEDS[part] - have) == [], "needed but not granted"
+
+
+def test_no_role_grants_wildcards_or_powers_over_rbac_itself():
+    for part in NEEDS:
+        for verb, group, resource in granted(part):
+            assert "*" not in (verb, group, resource)
+            assert verb not in ("escalate", "bind", "impersonate", "deletecollection", "patch")
+            assert group != "rbac.authorization.k8s.io"
+
+
+def test_only_the_agent_reads_secrets_and_nobody_writes_them():
+    readers = {part for part in NEEDS if any(r[2] == "secrets" for r in granted(part))}
+    assert readers == {"agent"}
+    assert {v for v, _, r in granted("agent") if r == "secrets"} == {"list", "watch"}
+
+
+# -- the parts ask for no more than NEEDS ----------------------------------------------------------------------------
+
+
+def _configuration(name: str, **spec: Any) -> dict[str, Any]:
+    body = {"discoveryHandler": {"name": "sim", "discoveryDetails": ""}, "capacity": 2, **spec}
+    return {"apiVersion": "akri.sh/v0", "kind": "Configuration", "metadata": {"name": name}, "spec": body}
+
+
+_PROPERTIES = [
+    {"name": "user", "valueFrom": {"secretKeyRef": {"name": "cam-auth", "key": "user"}}},
+    {"name": "realm", "valueFrom": {"configMapKeyRef": {"name": "cam-conf", "key": "realm"}}},
+]
+
+
+async def _fleet_scenario(recording: Recording, clock: FakeClock) -> None:
+    async with Fleet(recording, clock=clock) as fleet:
+        for node in ("node-a", "node-b"):
+            fleet.add_node(node)
+        await fleet.settle()
+        await fleet.apply(
+            [
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cam-auth"}, "stringData": {"user": "u"}},
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cam-conf"}, "data": {"realm": "r"}},
+            ]
+        )
+        fleet.plug("cam-1", ["node-a", "node-b"], {"ip": "10.0.0.1"})
+        fleet.plug("usb-1", ["node-a"], {"devnode": "/dev/video0"})
+        handler = {"name": "sim", "discoveryDetails": "", "discoveryProperties": _PROPERTIES}
+        services = {"instanceServiceSpec": SERVICE, "configurationServiceSpec": SERVICE}
+        job = {"template": {"spec": {**BROKER, "restartPolicy": "Never"}}}
+        plain = {"containers": [{"name": "b", "image": "example.org/b:1"}]}
+        await fleet.apply(
+            _configuration("cams", discoveryHandler=handler, brokerSpec={"brokerPodSpec": BROKER}, **services)
+        )
+        await fleet.apply(_configuration("jobs", brokerSpec={"brokerJobSpec": job}))
+        dynamic = {"pool": {"size": 2, "mode": "dynamic"}}
+        await fleet.apply(_configuration("pools", brokerSpec={"brokerPodSpec": plain}, brokerStrategy=dynamic))
+        await fleet.apply(_configuration("nowhere", discoveryHandler={"name": "no-such-handler"}))
+        await fleet.apply(
+            {
+                "apiVersion": "devplace.io/v1alpha1",
+                "kind": "ResourceClass",
+                "metadata": {"name": "cams"},
+                "spec": {
+                    "resourceSelector": [
+                        {"matchExpressions": [{"key": "configuration", "operator": "In", "values": ["cams"]}]}
+                    ]
+                },
+            }
+        )
+        await fleet.settle()
+        await fleet.run_pod("user", requests={"rc.devplace.io/cams": 1})
+        await fleet.run_pod("too-many", requests={"rc.devplace.io/cams": 99})  # stays Pending, with the reasons
+        await fleet.delete("Pod", "user")
+        fleet.plug("usb-1", ["node-a"], {"devnode": "/dev/video1"})  # its properties change
+        await fleet.settle()
+        await fleet.stop_node("node-b")  # the controller frees its slots and drops it from cam-1's Instances
+        await fleet.advance(400)
+        fleet.unplug("cam-1")
+        await fleet.advance(400)
+        await fleet.delete("Configuration", "cams")
+        await fleet.advance(400)
+
+
+async def _kubelet_missing_scenario(recording: Recording, clock: FakeClock, root: Path) -> None:
+    await recording.inner.create(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}, "status": {"conditions": []}}
+    )
+    nodes = Nodes(recording, clock, root)
+    await nodes.add("node-a", kubelet=False)
+    try:
+        await nodes.settle()
+    finally:
+        for agent in nodes.agents.values():
+            await agent.stop()
+    node = await recording.inner.get("Node", "node-a", "")
+    assert [c["type"] for c in node["status"]["conditions"]] == ["DevplaceKubeletMissing"]
+
+
+async def test_the_parts_ask_the_cluster_for_nothing_their_roles_do_not_grant(tmp_path):
+    clock = FakeClock()
+    recording = Recording(MemoryStore(clock=clock), GROUPS)
+    await _fleet_scenario(recording, clock)
+    alone = Recording(MemoryStore(clock=clock), GROUPS)
+    await _kubelet_missing_scenario(alone, clock, tmp_path)
+    for part, requests in alone.requests.items():
+        recording.requests.setdefault(part, set()).update(requests)
+    parts = set(recording.requests) - {"harness", "kubelet"}  # the test's own calls; the simulated kubelets
+    assert parts == {"agent", "controller", "scheduler"}  # every call was attributed to a part
+    for part in sorted(parts):
+        assert sorted(recording.requests[part] - NEEDS[part]) == [], f"{part} asked for more than it is granted"
+    # the scenario reached the write paths the roles grant (so the check above is not vacuous)
+    assert {("update", AKRI, "configurations/status"), ("update", CORE, "nodes/status")} <= recording.requests["agent"]
+    assert ("delete", AKRI, "instances") in recording.requests["agent"]
+    assert {("update", CORE, "configmaps"), ("create", BATCH, "jobs")} <= recording.requests["controller"]
+    assert ("update", AKRI, "instances") in recording.requests["controller"]
+    assert {("update", CORE, "pods"), ("update", DEVPLACE, "resourceclasses/status")} <= recording.requests["scheduler"]
