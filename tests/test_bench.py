@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shutil
 from typing import Any
 
 import pytest
@@ -125,3 +126,13 @@ def test_the_distributed_bench_allocates_through_both_stores_and_audits_every_cl
     assert load["processes"] == {"server": 1, "controller": 1, "scheduler": 1, "kubelet-sim": nodes, "agent": nodes}
     assert set(load["rss_mib"]) == set(load["processes"])
     assert all(0 < figures["mean"] <= figures["max"] for figures in load["rss_mib"].values())
+
+
+@pytest.mark.skipif(not shutil.which("etcd"), reason="no etcd binary (`make test` installs etcd-server)")
+def test_the_etcd_bench_reports_the_cas_ratio_it_measured_against_a_bare_etcd_txn() -> None:
+    result = quick("etcd")
+    cas, listing, ratios = result["cas"], result["list"], result["ratios"]
+    assert cas["cas_update"]["n"] == cas["bare_txn"]["n"] == result["objects"]["cas"]
+    assert all(0 < figures["p50_us"] <= figures["p99_us"] for figures in (*cas.values(), *listing.values()))
+    assert ratios["cas_update_over_bare_txn_p50"] == round(cas["cas_update"]["p50_us"] / cas["bare_txn"]["p50_us"], 2)
+    assert ratios["list_over_bare_range_p50"] == round(listing["list"]["p50_us"] / listing["bare_range"]["p50_us"], 2)

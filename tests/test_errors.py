@@ -25,8 +25,11 @@ def test_invalid_is_a_value_error_and_names_the_field() -> None:
         (errors.Gone("x"), 410, 410),
         (errors.ResourceVersionTooLarge("x"), 504, 504),
         (errors.Refused("x"), 409, 409),
+        (errors.Unauthenticated("x"), 401, 401),
         (errors.Forbidden("x"), 403, 403),
+        (errors.TooManyRequests("x"), 429, 429),
         (errors.Unavailable("x"), 503, 503),
+        (errors.UnsupportedMediaType("x"), 415, 415),
         (errors.DevplaceError("x"), 500, 500),
     ],
 )

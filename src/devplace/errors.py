@@ -12,8 +12,10 @@ DevplaceError
  |    +-- ResourceVersionTooLarge  a list at a revision the store has not reached, e.g. a store that was reset
  |                                 (504 Timeout with a ResourceVersionTooLarge cause, as Kubernetes; OUT_OF_RANGE)
  +-- Refused          a rule said no, e.g. a slot held elsewhere, a parent with children (409, FAILED_PRECONDITION)
+ +-- Unauthenticated  credentials offered and not good, or none where they are required (401, UNAUTHENTICATED)
  +-- Forbidden        not allowed, e.g. a node writing another node's slot (403, PERMISSION_DENIED)
  +-- Unavailable      a backend or peer did not answer (503, UNAVAILABLE)
+ |    +-- TooManyRequests  over a per-client limit, e.g. open watches; retry later (429, RESOURCE_EXHAUSTED)
  +-- UnsupportedMediaType  a body in a format the route does not read, e.g. an unknown patch type (415)
 
 `Invalid` is also a `ValueError`, so parsers (quantities, selectors) behave like Python expects.
@@ -127,12 +129,26 @@ class Refused(DevplaceError):
     reason = "Refused"
 
 
+class Unauthenticated(DevplaceError):
+    reason = "Unauthorized"
+
+
 class Forbidden(DevplaceError):
     reason = "Forbidden"
 
 
 class Unavailable(DevplaceError):
     reason = "ServiceUnavailable"
+
+
+class TooManyRequests(Unavailable):
+    """Over a per-client limit; `retry_after` seconds is a hint (the HTTP `Retry-After` header)."""
+
+    reason = "TooManyRequests"
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class UnsupportedMediaType(DevplaceError):

@@ -22,6 +22,8 @@ TABLE = [
     (errors.Gone("revision 3 compacted"), grpc.StatusCode.OUT_OF_RANGE),
     (errors.Refused("cam-a1b2c3-0 is held by node-b"), grpc.StatusCode.FAILED_PRECONDITION),
     (errors.Forbidden("node-a may not write node-b's slot"), grpc.StatusCode.PERMISSION_DENIED),
+    (errors.Unauthenticated("invalid bearer token"), grpc.StatusCode.UNAUTHENTICATED),
+    (errors.TooManyRequests("too many open watches"), grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.Unavailable("store did not answer"), grpc.StatusCode.UNAVAILABLE),
 ]
 

@@ -264,7 +264,9 @@ async def test_a_pod_requesting_a_malformed_quantity_is_422_naming_it(api: httpx
 
 async def read_events(api: httpx2.AsyncClient, path: str, params: dict[str, str], count: int) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    async with api.stream("GET", path, params={"watch": "1", **params}) as response:
+    # devplace's NDJSON watch: exactly the events after resourceVersion (Kubernetes' JSON form lists first)
+    headers = {"Accept": "application/x-ndjson"}
+    async with api.stream("GET", path, params={"watch": "1", **params}, headers=headers) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("application/x-ndjson")
         async for line in response.aiter_lines():
@@ -288,7 +290,8 @@ async def test_watch_streams_every_change_after_the_resource_version_as_ndjson(a
 
 async def test_watch_without_a_resource_version_starts_when_the_response_starts(api: httpx2.AsyncClient) -> None:
     await api.post(NODES, json=node("old"))
-    async with api.stream("GET", NODES, params={"watch": "true"}) as response:
+    ndjson = {"Accept": "application/x-ndjson"}  # Kubernetes' JSON form would list "old" first
+    async with api.stream("GET", NODES, params={"watch": "true"}, headers=ndjson) as response:
         assert response.status_code == 200  # the store watch is registered before the status is sent
         await api.post(NODES, json=node("new"))
         line = await asyncio.wait_for(anext(response.aiter_lines()), 10)
@@ -302,10 +305,10 @@ async def test_watch_without_a_resource_version_starts_when_the_response_starts(
         ("application/json", "application/json;stream=watch"),  # kubectl
         ("application/json, */*", "application/json;stream=watch"),
         ("application/x-ndjson", "application/x-ndjson"),
-        ("*/*", "application/x-ndjson"),
+        ("*/*", "application/json;stream=watch"),
     ],
 )
-async def test_watch_answers_json_stream_watch_to_kubectl_and_ndjson_otherwise(
+async def test_watch_answers_json_stream_watch_unless_ndjson_is_asked_for(
     api: httpx2.AsyncClient, accept: str, media_type: str
 ) -> None:
     await api.post(NODES, json=node("a"))
@@ -375,7 +378,9 @@ async def test_watch_from_a_compacted_revision_is_410_before_streaming(
     for name in ("a", "b", "c"):
         await api.post(NODES, json=node(name))
     await memory_store.compact(2)
-    body = assert_status(await api.get(NODES, params={"watch": "1", "resourceVersion": "1"}), 410, "Expired")
+    ndjson = {"Accept": "application/x-ndjson"}  # Kubernetes' JSON form sends 200, then an ERROR event
+    response = await api.get(NODES, params={"watch": "1", "resourceVersion": "1"}, headers=ndjson)
+    body = assert_status(response, 410, "Expired")
     assert "compacted" in body["message"]
     assert len(memory_store._watchers) == 0
     events = await asyncio.wait_for(read_events(api, NODES, {"resourceVersion": "2"}, 1), 10)

@@ -106,7 +106,7 @@ async def test_the_remote_store_raises_a_refused_watch_as_unavailable(store: Mem
         remote = RemoteStore(url, clock=clock)
         try:
             async with remote.watch("Node", since=0):
-                with pytest.raises(errors.Unavailable, match="429"):
+                with pytest.raises(errors.TooManyRequests, match="too many open watches"):
                     async with remote.watch("Pod", since=0):
                         pass
         finally:

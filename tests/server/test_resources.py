@@ -235,8 +235,8 @@ async def test_the_response_exits_the_store_watch_when_the_client_leaves_before_
 @pytest.mark.parametrize(
     ("accept", "expected"),
     [
-        (None, "application/x-ndjson"),
-        ("*/*", "application/x-ndjson"),
+        (None, "application/json;stream=watch"),  # Kubernetes serves JSON to a client that names nothing
+        ("*/*", "application/json;stream=watch"),
         ("application/json", "application/json;stream=watch"),
         ("application/json;as=Table;v=v1;g=meta.k8s.io, application/json", "application/json;stream=watch"),
         ("application/x-ndjson, application/json", "application/x-ndjson"),
@@ -244,6 +244,19 @@ async def test_the_response_exits_the_store_watch_when_the_client_leaves_before_
 )
 def test_watch_media_type_follows_the_accept_header(accept: str | None, expected: str) -> None:
     assert watch_media_type(accept) == expected
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (None, "application/x-ndjson"),
+        ("*/*", "application/x-ndjson"),
+        ("application/json", "application/json;stream=watch"),
+        ("application/x-ndjson", "application/x-ndjson"),
+    ],
+)
+def test_the_store_watch_path_keeps_ndjson_unless_json_is_asked_for(accept: str | None, expected: str) -> None:
+    assert watch_media_type(accept, store_protocol=True) == expected
 
 
 def test_prepare_write_under_ignore_drops_unknown_fields_inside_lists_and_keeps_the_rest() -> None:

@@ -26,7 +26,8 @@ def options(
         None,
         "--store",
         envvar="DEVPLACE_STORE",
-        help="Store URL: sqlite:///PATH, memory, http://HOST:PORT [default: sqlite:///./devplace.db]",
+        help="Store URL: sqlite:///PATH, memory, etcd://HOST:PORT[,HOST:PORT...], http(s)://HOST:PORT (a devplace "
+        "server), kube:// (a Kubernetes API server; kube:///KUBECONFIG?context=NAME) [default: sqlite:///./devplace.db]",
     ),
     token: str | None = typer.Option(
         None,

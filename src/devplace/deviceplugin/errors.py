@@ -8,8 +8,11 @@
 | Conflict      | ABORTED             |
 | Gone          | OUT_OF_RANGE        |
 | Refused       | FAILED_PRECONDITION |
+| Unauthenticated | UNAUTHENTICATED   |
 | Forbidden     | PERMISSION_DENIED   |
 | Unavailable   | UNAVAILABLE         |
+| TooManyRequests | RESOURCE_EXHAUSTED |
+| UnsupportedMediaType | INVALID_ARGUMENT |
 
 Servicers raise devplace errors internally and call `abort(context, err)` at the edge; clients wrap calls and turn
 `grpc.aio.AioRpcError` into devplace errors with `from_rpc_error`, so no other module compares status codes.
@@ -36,11 +39,16 @@ _CODES: dict[type[errors.DevplaceError], grpc.StatusCode] = {
     errors.Conflict: grpc.StatusCode.ABORTED,
     errors.Gone: grpc.StatusCode.OUT_OF_RANGE,
     errors.Refused: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     errors.Forbidden: grpc.StatusCode.PERMISSION_DENIED,
+    errors.TooManyRequests: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
+    errors.UnsupportedMediaType: grpc.StatusCode.INVALID_ARGUMENT,
 }
 
-_ERRORS: dict[grpc.StatusCode, type[errors.DevplaceError]] = {code: cls for cls, code in _CODES.items()}
+_ERRORS: dict[grpc.StatusCode, type[errors.DevplaceError]] = {}
+for _cls, _code in _CODES.items():
+    _ERRORS.setdefault(_code, _cls)  # a code shared by several errors reads back as the first listed
 _ERRORS[grpc.StatusCode.DEADLINE_EXCEEDED] = errors.Unavailable
 _ERRORS[grpc.StatusCode.CANCELLED] = errors.Unavailable
 

@@ -36,14 +36,9 @@ __all__ = [
     "Auth",
     "TlsFiles",
     "Tokens",
-    "Unauthenticated",
     "identity_of_certificate",
     "uvicorn_options",
 ]
-
-
-class Unauthenticated(Exception):
-    """Credentials were offered and are not good (an unknown token, a malformed Authorization header): 401."""
 
 
 @dataclass(frozen=True)
@@ -207,12 +202,12 @@ class Auth:
     def _bearer(self, value: bytes) -> Identity:
         scheme, _, token = value.decode("latin-1").strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated("the Authorization header is not 'Bearer <token>'")
+            raise errors.Unauthenticated("the Authorization header is not 'Bearer <token>'")
         if self.tokens is None:
-            raise Unauthenticated("this server takes no bearer tokens")
+            raise errors.Unauthenticated("this server takes no bearer tokens")
         identity = self.tokens.identity(token.strip())
         if identity is None:
-            raise Unauthenticated("invalid bearer token")
+            raise errors.Unauthenticated("invalid bearer token")
         return identity
 
 

@@ -21,7 +21,9 @@ field causes) and the EMCO-style fleet API under /v2 (`Invalid` -> 400 "Invalid 
 | Gone                    |        410 |  410 |
 | ResourceVersionTooLarge |        504 |  504 |
 | Refused                 |        409 |  409 |
+| Unauthenticated         |        401 |  401 |
 | Forbidden               |        403 |  403 |
+| TooManyRequests         |        429 |  429 |
 | Unavailable             |        503 |  503 |
 | UnsupportedMediaType    |        415 |  415 |
 
@@ -48,7 +50,9 @@ _CODES: dict[type[errors.DevplaceError], tuple[int, int]] = {
     errors.ResourceVersionTooLarge: (504, 504),
     errors.Gone: (410, 410),
     errors.Refused: (409, 409),
+    errors.Unauthenticated: (401, 401),
     errors.Forbidden: (403, 403),
+    errors.TooManyRequests: (429, 429),
     errors.Unavailable: (503, 503),
     errors.UnsupportedMediaType: (415, 415),
 }
@@ -76,6 +80,8 @@ def status_body(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> d
             "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
             "retryAfterSeconds": 1,
         }
+    if isinstance(err, errors.TooManyRequests):
+        body["details"] = {"retryAfterSeconds": err.retry_after}
     if isinstance(err, errors.Invalid) and err.fields:
         body["details"] = {
             "causes": [{"field": f.path, "message": f.reason, "reason": "FieldValueInvalid"} for f in err.fields]

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from devplace import errors
 from devplace.server import authz
 from devplace.server import errors as http_errors
-from devplace.server.authn import Auth, Unauthenticated
+from devplace.server.authn import Auth
 from devplace.server.authz import Identity, Role
 from devplace.store import base
 from devplace.store.base import ObjectList, Store, WatchStream
@@ -55,7 +55,7 @@ _PRINCIPAL: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("d
 
 
 def _unauthorized(message: str) -> ASGIApp:
-    return JSONResponse(http_errors.protocol_status_body(401, "Unauthorized", message), status_code=401)
+    return JSONResponse(http_errors.status_body(errors.Unauthenticated(message)), status_code=401)
 
 
 class AccessGuard:
@@ -74,7 +74,7 @@ class AccessGuard:
         action = authz.action_of(scope["method"], scope["path"], scope.get("query_string", b"").decode("latin-1"))
         try:
             identity = self.auth.authenticate(scope.get("headers") or [], scope.get("client"))
-        except Unauthenticated as e:
+        except errors.Unauthenticated as e:
             await _unauthorized(f"Unauthorized: {e}")(scope, receive, send)
             return
         if identity is None:

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from devplace import errors
 from devplace.server import errors as http_errors
 from devplace.server.guards import USER_KEY
 
@@ -96,11 +97,8 @@ class WatchLimits:
 
 
 def _too_many(key: str, held: int) -> ASGIApp:
-    body = http_errors.protocol_status_body(
-        429, "TooManyRequests", f"too many open watches for {key}: {held} is the limit; close one and retry"
-    )
-    body["details"] = {"retryAfterSeconds": 1}
-    return JSONResponse(body, status_code=429, headers={"Retry-After": "1"})
+    err = errors.TooManyRequests(f"too many open watches for {key}: {held} is the limit; close one and retry")
+    return JSONResponse(http_errors.status_body(err), status_code=429, headers={"Retry-After": str(err.retry_after)})
 
 
 class _Bounded:

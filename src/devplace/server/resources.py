@@ -634,7 +634,7 @@ class _Routes:
         timeout = _timeout(query.get("timeoutSeconds"))
         if _flag("sendInitialEvents", query.get("sendInitialEvents")):
             raise errors.Invalid.field("sendInitialEvents", "is not supported: list, then watch from the list")
-        media_type = watches.watch_media_type(request.headers.get("accept"))
+        media_type = watches.watch_media_type(request.headers.get("accept"), store_protocol=target is None)
         selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
         initial: list[base.Event] = []
         if target is not None and kind is not None and media_type == WATCH_JSON and not since:

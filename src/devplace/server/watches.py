@@ -68,11 +68,14 @@ class Bookmarks:
     clock: Clock
 
 
-def watch_media_type(accept: str | None) -> str:
-    """The media type of a watch response: kubectl asks for JSON and gets Kubernetes' `stream=watch` form; NDJSON
-    when asked for, or when the client says nothing more precise (the lines are the same either way)."""
+def watch_media_type(accept: str | None, *, store_protocol: bool = False) -> str:
+    """The media type of a watch response: Kubernetes' `stream=watch` form (and its semantics: current objects first
+    without a resourceVersion, an expired one as an ERROR event) for every client, as Kubernetes serves any client
+    that accepts JSON or anything; NDJSON (a 410 before the stream) only for a client that asks for it, as devplace's
+    remote store does. `/store/watch` (`store_protocol`), devplace's own path, keeps NDJSON unless JSON is asked
+    for."""
     wanted = (accept or "").lower()
-    if NDJSON in wanted or "application/json" not in wanted:
+    if NDJSON in wanted or (store_protocol and "application/json" not in wanted):
         return NDJSON
     return WATCH_JSON
 

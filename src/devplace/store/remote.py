@@ -43,7 +43,8 @@ context when its cluster's `server` is the store URL, else the first context who
 names no such server gives none (its credentials are never sent to another server). An explicit token wins over the
 kubeconfig's. Relative paths in a kubeconfig are relative to its file; `KUBECONFIG` may list several files
 (`os.pathsep`-separated), merged as kubectl merges them: the first file that sets a name or `current-context` wins.
-401 and 403 answers are raised as `Forbidden`, 429 (too many watches) as `Unavailable`.
+401 answers are raised as `Unauthenticated`, 403 as `Forbidden`, 429 (too many watches) as `TooManyRequests` (an
+`Unavailable`: callers retry it like a server that did not answer).
 """
 
 from __future__ import annotations
@@ -98,8 +99,12 @@ def error_from_status(code: int, body: Any, fallback: str = "") -> errors.Devpla
         return errors.Gone(message)
     if code == 504 and _has_cause(status, "ResourceVersionTooLarge"):
         return errors.ResourceVersionTooLarge(message)
-    if code in (401, 403):
+    if code == 401:
+        return errors.Unauthenticated(message)
+    if code == 403:
         return errors.Forbidden(message)
+    if code == 429:
+        return errors.TooManyRequests(message)
     if code in (400, 405, 413, 422):
         causes = _causes(status)
         fields = [errors.FieldError(str(c.get("field") or ""), str(c.get("message") or "")) for c in causes]
