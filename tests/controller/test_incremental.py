@@ -83,6 +83,18 @@ def _with(obj: Mapping[str, Any], **meta: Any) -> dict[str, Any]:
         ("instance", "cam-a", [], False, 1, 0),
     ],
 )
+@example(  # a Job being deleted is not retained when its Instance comes back under a new generation
+    start=("config", 0, False, 0),
+    history=[
+        ("config", 2, False, 0),
+        ("instance", "cam-a", ["n1"], False, 1, 0),
+        ("apply",),
+        ("instance", "cam-a", [], False, 1, 0),
+        ("object", 0, "deleting"),
+        ("config", 2, False, 2),
+        ("instance", "cam-a", ["n1"], False, 1, 0),
+    ],
+)
 def test_incremental_decisions_equal_decisions_from_scratch(start: tuple[Any, ...], history: list[Any]) -> None:
     cfg = _cfg(*start[1:])
     insts: dict[str, inputs.Instance] = {}

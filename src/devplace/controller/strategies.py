@@ -334,6 +334,7 @@ def _jobs(build: _Builder, own: Sequence[inputs.Instance], existing: Sequence[Ma
         if obj.get("kind") == "Job"
         and plans.key_of(obj) not in wanted
         and names.labels_of(obj).get(names.INSTANCE_LABEL) in online
+        and not (obj.get("metadata") or {}).get("deletionTimestamp")  # already going: nothing to keep
     )
     return Brokers(objects, retain=retain)
 

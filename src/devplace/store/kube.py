@@ -59,7 +59,8 @@ relists either way). BOOKMARK events are not delivered: they advance the stream'
 from the bookmark's revision (past events other kinds or filtered-out objects caused, which the server may compact).
 When a stream ends (`timeoutSeconds`, a server restart, a dropped connection) the watch reconnects from its position:
 the consumer sees every event once, in order, or `Gone`. Reconnects back off through the injected clock: after a
-failure (giving up with `Unavailable` after `_MAX_RECONNECTS`), and after streams that keep ending with nothing.
+failure (giving up with `Unavailable` after five in a row: `remote.LineStreamWatch`), and after streams that keep
+ending with nothing.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ from devplace.api import registry, revisions
 from devplace.clocks import Clock, SystemClock
 from devplace.store import base
 from devplace.store.base import Event, EventType, ObjectList
-from devplace.store.remote import error_from_status
+from devplace.store.remote import LineStreamWatch, error_from_status
 
 __all__ = ["KubeOptions", "KubeStore", "load_config", "parse_url"]
 
@@ -96,7 +97,6 @@ _PAGE_SIZE = 500
 _LIST_ATTEMPTS = 3  # a list whose continue token keeps expiring (410) is restarted this many times
 _PROBE_KIND = "Configuration"  # what `revision()` lists (one item) to learn the revision
 _WATCH_TIMEOUT_SECONDS = 300  # each watch request ends after this; the watch reconnects from its position
-_MAX_RECONNECTS = 5
 _MAX_QUIET_PAUSE = 5.0
 _EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _JSON = "application/json"
@@ -422,7 +422,7 @@ class KubeStore:
         return _KubeWatch(self, kind, namespace, since, selector, fields)
 
 
-class _KubeWatch(base.BaseWatch):
+class _KubeWatch(LineStreamWatch):
     """One watch of a `KubeStore` (module docstring): an HTTP stream opened on entry, reopened from its position
     (the last delivered event's or bookmark's revision) when it ends."""
 
@@ -566,32 +566,14 @@ class _KubeWatch(base.BaseWatch):
         self._failures = 0
         self._quiet += 1
 
-    async def _reconnect(self) -> None:
-        while True:
-            self._check_open()
-            try:
-                await self._connect()
-                return
-            except httpx2.TransportError as e:
-                self._check_open()
-                await self._failed(e)
+    def _server(self) -> str:
+        return self._store.server
 
-    async def _failed(self, e: httpx2.TransportError) -> None:
-        self._failures += 1
-        if self._failures > _MAX_RECONNECTS:
-            raise errors.Unavailable(
-                f"watch {self._path}: the API server at {self._store.server} is gone: {e!r}"
-            ) from e
-        await self._store._clock.sleep(0.05 * 2 ** (self._failures - 1))
+    def _closed(self) -> bool:
+        return self._store._closed
 
-    async def _disconnect(self) -> None:
-        response, self._response, self._lines = self._response, None, None
-        if response is not None:
-            await response.aclose()
-
-    def _check_open(self) -> None:
-        if self._store._closed:
-            raise errors.Unavailable("store is closed")
+    def _clock(self) -> Clock:
+        return self._store._clock
 
 
 def _parse_event(line: str) -> tuple[Any, dict[str, Any], int]:

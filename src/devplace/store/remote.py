@@ -73,7 +73,7 @@ from devplace.clocks import Clock, SystemClock
 from devplace.store import base
 from devplace.store.base import Event, EventType, ObjectList
 
-__all__ = ["Credentials", "RemoteStore", "error_from_status", "kubeconfig_server"]
+__all__ = ["Credentials", "LineStreamWatch", "RemoteStore", "error_from_status", "kubeconfig_server"]
 
 _MAX_QUIET_PAUSE = 5.0
 _EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
@@ -472,7 +472,56 @@ class RemoteStore:
         return _RemoteWatch(self, kind, namespace, since, selector, fields)
 
 
-class _RemoteWatch(base.BaseWatch):
+class LineStreamWatch(base.BaseWatch):
+    """A watch read as lines of one HTTP response at a time, reopened when the response fails: the reconnect loop, its
+    backoff on the store's clock (giving up with `Unavailable` after `_MAX_RECONNECTS` failures in a row) and closing.
+    The remote and kube backends' watches differ only in how they open a stream (`_connect`) and read its lines."""
+
+    _path: str
+    _failures: int
+    _response: httpx2.Response | None
+    _lines: Any
+
+    async def _connect(self) -> None:
+        raise NotImplementedError
+
+    def _server(self) -> str:
+        """The API server, for messages."""
+        raise NotImplementedError
+
+    def _closed(self) -> bool:
+        raise NotImplementedError
+
+    def _clock(self) -> Clock:
+        raise NotImplementedError
+
+    async def _reconnect(self) -> None:
+        while True:
+            self._check_open()
+            try:
+                await self._connect()
+                return
+            except httpx2.TransportError as e:
+                self._check_open()
+                await self._failed(e)
+
+    async def _failed(self, e: httpx2.TransportError) -> None:
+        self._failures += 1
+        if self._failures > _MAX_RECONNECTS:
+            raise errors.Unavailable(f"watch {self._path}: the API server at {self._server()} is gone: {e!r}") from e
+        await self._clock().sleep(0.05 * 2 ** (self._failures - 1))
+
+    async def _disconnect(self) -> None:
+        response, self._response, self._lines = self._response, None, None
+        if response is not None:
+            await response.aclose()
+
+    def _check_open(self) -> None:
+        if self._closed():
+            raise errors.Unavailable("store is closed")
+
+
+class _RemoteWatch(LineStreamWatch):
     """One watch of a `RemoteStore` (see the module docstring): an HTTP stream opened on entry, reopened from the
     last delivered revision when it ends."""
 
@@ -585,32 +634,14 @@ class _RemoteWatch(base.BaseWatch):
         self._failures = 0
         self._quiet += 1
 
-    async def _reconnect(self) -> None:
-        while True:
-            self._check_open()
-            try:
-                await self._connect()
-                return
-            except httpx2.TransportError as e:
-                self._check_open()
-                await self._failed(e)
+    def _server(self) -> str:
+        return self._store.base_url
 
-    async def _failed(self, e: httpx2.TransportError) -> None:
-        self._failures += 1
-        if self._failures > _MAX_RECONNECTS:
-            raise errors.Unavailable(
-                f"watch {self._path}: the API server at {self._store.base_url} is gone: {e!r}"
-            ) from e
-        await self._store._clock.sleep(0.05 * 2 ** (self._failures - 1))
+    def _closed(self) -> bool:
+        return self._store._closed
 
-    async def _disconnect(self) -> None:
-        response, self._response, self._lines = self._response, None, None
-        if response is not None:
-            await response.aclose()
-
-    def _check_open(self) -> None:
-        if self._store._closed:
-            raise errors.Unavailable("store is closed")
+    def _clock(self) -> Clock:
+        return self._store._clock
 
 
 def _selector_params(selector: str | None, fields: str | None) -> dict[str, str]:
