@@ -124,3 +124,15 @@ def test_unreadable_tls_material_is_refused_naming_the_credentials(tmp_path: Pat
     assert caught.value.fields[0].path == "credentials"
     with pytest.raises(errors.Invalid):
         Credentials(cert_data="not a pem", key_data="not a pem").ssl_context()
+
+
+def test_a_kubeconfig_that_is_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for level in range(1, 9):
+        refs = ",".join([f"*{chr(96 + level)}"] * 9)
+        lines.append(f"{chr(97 + level)}: &{chr(97 + level)} [{refs}]")
+    bomb = tmp_path / "bomb.kubeconfig"
+    bomb.write_text("\n".join(lines) + "\n")
+    with pytest.raises(errors.Invalid, match="kubeconfig") as info:
+        kubeconfig_server(str(bomb))
+    assert "alias" in info.value.message

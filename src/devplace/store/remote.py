@@ -67,7 +67,7 @@ import httpx2
 import yaml
 
 from devplace import errors
-from devplace.api import registry, revisions
+from devplace.api import manifests, registry, revisions
 from devplace.api.registry import KindInfo
 from devplace.clocks import Clock, SystemClock
 from devplace.store import base
@@ -206,10 +206,12 @@ def _read_kubeconfigs(paths: str) -> list[tuple[Path, _Kubeconfig]]:
             continue
         except (OSError, UnicodeDecodeError) as e:
             raise errors.Invalid.field("kubeconfig", f"cannot read {path}: {e}") from e
-        try:
-            doc = yaml.safe_load(text) or {}
+        try:  # under the hostile-input rules (nesting, aliases, duplicate keys) like every YAML devplace reads
+            doc = manifests.yaml_value(text) or {}
         except yaml.YAMLError as e:
             raise errors.Invalid.field("kubeconfig", f"{path} is not YAML: {e}") from e
+        except errors.Invalid as e:
+            raise errors.Invalid.field("kubeconfig", f"{path}: {e.message}") from e
         if not isinstance(doc, dict):
             raise errors.Invalid.field("kubeconfig", f"{path} is not a kubeconfig (a mapping)")
         out.append((path, doc))
