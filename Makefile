@@ -2,19 +2,39 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+UV := $(VENV)/bin/uv
+# uv installs exactly what uv.lock holds; its own version is the dev group's pin (so the lock holds it too).
+UV_VERSION := $(shell sed -n 's/^ *"uv==\([^"]*\)",$$/\1/p' pyproject.toml)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml uv.lock | sha1sum | cut -c1-12)
 export PYTHONDONTWRITEBYTECODE := 1
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_PYTHON_DOWNLOADS := never
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 
-.PHONY: demo test lint typecheck layers unit bench protos check-protos clean etcd
+.PHONY: demo test lint typecheck layers unit bench protos check-protos check-lock lock lock-upgrade uv clean etcd venv
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e . --group dev
+# --locked: the install fails, changing nothing, when pyproject.toml and uv.lock disagree (refresh with `make lock`).
+$(STAMP): pyproject.toml uv.lock | uv
+	$(UV) sync --locked --quiet
+	rm -f $(VENV)/.installed-*
 	touch $@
 
 venv: $(STAMP)
+
+# The lock changes only on purpose: `lock` after an edit of pyproject.toml (keeps every other pin), `lock-upgrade` to
+# move every pin to the newest release the ranges allow. Both need a uv of the pinned version (`make venv` puts it).
+lock: uv
+	$(UV) lock
+
+lock-upgrade: uv
+	$(UV) lock --upgrade
+
+uv:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(UV) --version 2>/dev/null | grep -qx "uv $(UV_VERSION)" || $(PY) -m pip install -q "uv==$(UV_VERSION)"
+
+check-lock: uv
+	$(UV) lock --check
 
 demo: $(STAMP)
 	$(PY) -m devplace.cli demo
@@ -40,7 +60,7 @@ unit: $(STAMP) etcd
 check-protos: $(STAMP)
 	$(PY) tools/protos.py --check
 
-test: lint typecheck layers check-protos unit
+test: check-lock lint typecheck layers check-protos unit
 
 protos: $(STAMP)
 	$(PY) tools/protos.py

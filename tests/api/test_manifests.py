@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api import load_documents
+from devplace.api import load_documents, manifests
 from devplace.api.manifests import (
     MAX_ALIAS_EXPANSION,
     json_tree,
@@ -226,6 +226,134 @@ def test_yaml_documents_read_what_pyyaml_reads(value: Any) -> None:
 def test_parse_documents_refuses_a_deep_manifest_without_recursing() -> None:
     with pytest.raises(errors.Malformed, match="nested deeper than 100 levels"):
         parse_documents("kind: x\n---\nspec: " + "[" * 5000 + "]" * 5000)
+
+
+class LibyamlWithANestingLimit(yaml.SafeLoader):
+    """libyaml 0.2.6 (PyYAML 6.0.4's wheels) as far as nesting goes, whatever PyYAML this machine has: PyYAML's own
+    reader, whose scanner refuses a flow or block level reaching `limit` as libyaml's does (the same error, worded
+    the same, marked where the level opens), and scans ahead for simple keys as libyaml's does."""
+
+    limit = 1000
+
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        self._refuse_at(self.flow_level + 1, "flow")
+        super().fetch_flow_collection_start(token_class)
+
+    def add_indent(self, column: int) -> bool:
+        added: bool = super().add_indent(column)
+        if added:
+            self._refuse_at(len(self.indents), "block")
+        return added
+
+    def _refuse_at(self, level: int, kind: str) -> None:
+        if level >= self.limit:
+            mark = self.get_mark()
+            raise yaml.scanner.ScannerError(
+                f"while increasing {kind} level", mark, "exceeded maximum nesting depth", mark
+            )
+
+
+class LibyamlWithALimitBelowOurs(LibyamlWithANestingLimit):
+    limit = 50
+
+
+READERS = {
+    "the installed PyYAML": getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+    "libyaml without a nesting limit (0.2.5; PyYAML 6.0.3)": yaml.SafeLoader,
+    "libyaml with its nesting limit (0.2.6; PyYAML 6.0.4)": LibyamlWithANestingLimit,
+    "a libyaml whose limit is below ours": LibyamlWithALimitBelowOurs,
+}
+
+BEFORE = "kind: x\n---\n# the deep one\n"
+"""Two documents ahead of the deep one: the reader hands each out once, then refuses."""
+
+DEEP = {
+    "flow lists": (BEFORE + "spec: " + "[" * 2000 + "]" * 2000, "spec" + "[0]" * 99, 4),
+    "flow maps in lists": (BEFORE + "spec: " + "[{a: " * 1000 + "}]" * 1000, "spec" + "[0].a" * 49 + "[0]", 4),
+    "block maps": (
+        BEFORE + "spec:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 1200)) + "  " * 1200 + "end",
+        "spec." + ".".join(f"k{i}" for i in range(1, 100)),
+        104,
+    ),
+    "block lists": (BEFORE + "".join(f"{'  ' * i}-\n" for i in range(1200)) + "  " * 1200 + "end", "[0]" * 100, 104),
+}
+
+
+@pytest.fixture(params=list(READERS))
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(manifests, "_YAML_EVENTS", READERS[request.param])
+    return READERS[request.param]
+
+
+@pytest.mark.parametrize("case", list(DEEP))
+def test_the_depth_refusal_is_the_same_whichever_libyaml_reads_the_text(reader: Any, case: str) -> None:
+    text, path, line = DEEP[case]
+    documents = yaml_documents(text)
+    assert next(documents) == {"kind": "x"}
+    with pytest.raises(errors.Malformed) as caught:
+        next(documents)
+    assert caught.value.fields == (errors.FieldError(path, f"nested deeper than 100 levels (line {line})"),)
+
+
+def events_until_refused(text: str, reader: Any) -> tuple[list[yaml.Event], yaml.MarkedYAMLError | None]:
+    seen: list[yaml.Event] = []
+    try:
+        seen.extend(yaml.parse(text, Loader=reader))
+    except yaml.MarkedYAMLError as e:
+        return seen, e
+    return seen, None
+
+
+def levels(events: list[yaml.Event]) -> int:
+    return sum(isinstance(e, yaml.CollectionStartEvent) for e in events)
+
+
+@pytest.mark.parametrize("case", list(DEEP))
+def test_the_stand_in_for_libyaml_0_2_6_gives_up_as_it_does_where_the_text_nests_deeper_than_ours(case: str) -> None:
+    """Else the test above would not exercise the reading again. Where it gives up, the text nests deeper than our
+    limit (the cut that the reading again takes); for flow lists it gives up before the composer has seen our limit
+    (it looks ahead for simple keys, as libyaml does)."""
+    text = DEEP[case][0].split("---\n", 1)[1]
+    seen, refusal = events_until_refused(text, LibyamlWithANestingLimit)
+    assert refusal is not None
+    assert (refusal.context, refusal.problem) in {
+        ("while increasing flow level", "exceeded maximum nesting depth"),
+        ("while increasing block level", "exceeded maximum nesting depth"),
+    }
+    assert refusal.problem_mark is not None
+    assert levels(events_until_refused(text[: refusal.problem_mark.index], yaml.SafeLoader)[0]) > 900
+    if case == "flow lists":
+        assert levels(seen) < 100
+
+
+@pytest.mark.skipif(
+    not yaml.__with_libyaml__ or yaml._yaml.get_version() < (0, 2, 6), reason="this PyYAML's libyaml has no limit"
+)
+@pytest.mark.parametrize("case", list(DEEP))
+def test_the_stand_in_gives_up_after_the_events_the_installed_libyaml_gives_up_after(case: str) -> None:
+    text = DEEP[case][0].split("---\n", 1)[1]
+    theirs, their_refusal = events_until_refused(text, yaml.CSafeLoader)
+    ours, our_refusal = events_until_refused(text, LibyamlWithANestingLimit)
+    assert their_refusal is not None
+    assert our_refusal is not None
+    assert [type(e) for e in ours] == [type(e) for e in theirs]
+    assert (our_refusal.context, our_refusal.problem) == (their_refusal.context, their_refusal.problem)
+    assert their_refusal.problem_mark is not None
+    assert our_refusal.problem_mark is not None
+    assert our_refusal.problem_mark.index == their_refusal.problem_mark.index
+
+
+@pytest.mark.parametrize("levels", [60, 100])
+def test_a_document_within_our_limit_is_read_whatever_the_limit_of_libyaml(reader: Any, levels: int) -> None:
+    text = "kind: x\n---\nspec: " + "[" * (levels - 1) + "1" + "]" * (levels - 1) + "\n---\nafter: 1\n"
+    assert list(yaml_documents(text)) == list(yaml.safe_load_all(text))
+
+
+def test_only_libyamls_nesting_refusal_is_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any other error of libyaml's stands as libyaml gave it."""
+    monkeypatch.setattr(manifests, "_YAML_EVENTS", LibyamlWithANestingLimit)
+    with pytest.raises(yaml.scanner.ScannerError, match="cannot start any token"):
+        list(yaml_documents("a: 1\n\tb: 2\n"))
 
 
 def test_json_tree_refuses_python_values_nested_past_the_limit() -> None:

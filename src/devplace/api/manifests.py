@@ -27,10 +27,22 @@ walks the tree, as `errors.Malformed` naming where:
 
 YAML is read by libyaml's event parser (C, no recursion) when PyYAML has it, and composed into PyYAML nodes here,
 with the rules above applied as each event arrives; PyYAML's safe constructor then builds the values.
+
+The refusals do not depend on which libyaml PyYAML carries. libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow and
+block nesting past its own limit (1000 levels) with `exceeded maximum nesting depth`, and it scans ahead (up to 1024
+characters, for a possible simple key), so for `[[[[...` it gives up before the composer has seen level `MAX_DEPTH`
++ 1; libyaml 0.2.5 has no such limit. When libyaml gives up for nesting, the text is read again by libyaml, cut where
+it gave up: every level of the cut text is below libyaml's limit and, each of libyaml's levels being at least one of
+ours, the cut text still nests deeper than `MAX_DEPTH` at the same place, so the composer refuses it naming the same
+depth and path as without the limit (the events before the cut are those of the whole text). Should the cut text
+not be refused (a libyaml whose limit is at or below `MAX_DEPTH`), PyYAML's own parser (Python, no recursion, no
+limit of its own) reads the whole text instead. That reader alone would do in both cases, but its simple-key
+lookahead is quadratic in flow nesting: 230 ms for a 4 kB `[[[[...` that libyaml, cut and read again, refuses in 2.5 ms.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import re
@@ -152,7 +164,30 @@ def yaml_documents(text: str) -> Generator[Any, None, None]:
     Raises `errors.Malformed` for a broken rule (nesting, aliases, duplicate keys) and `yaml.YAMLError` for text
     that is not YAML (callers word that one: they know what the text was).
     """
-    loader = _YAML_EVENTS(text)
+    read = 0
+    with contextlib.closing(_documents(text, _YAML_EVENTS)) as documents:
+        try:
+            for value in documents:
+                read += 1
+                yield value
+            return
+        except yaml.MarkedYAMLError as e:
+            if _YAML_EVENTS is yaml.SafeLoader or "maximum nesting depth" not in (e.problem or ""):
+                raise
+            cut = e.problem_mark.index if e.problem_mark is not None else len(text)
+    # libyaml gave up on nesting past its own limit (module docstring): read the document again up to where it did
+    with contextlib.closing(_documents(text[:cut], _YAML_EVENTS, skip=read)) as documents:
+        try:
+            next(documents, None)  # refuses at MAX_DEPTH + 1, before the cut ...
+        except yaml.YAMLError:
+            pass
+    yield from _documents(text, yaml.SafeLoader, skip=read)  # ... unless this libyaml's limit is at or below ours
+
+
+def _documents(text: str, events: Any, skip: int = 0) -> Generator[Any, None, None]:
+    """The documents of `text` read with the event parser `events` (a PyYAML loader class), after the first `skip`
+    (composed, so that the rules see the stream as it is, but not constructed)."""
+    loader = events(text)
     try:
         composer = _Composer(loader)
         while True:
@@ -161,6 +196,9 @@ def yaml_documents(text: str) -> Generator[Any, None, None]:
                 return
             if isinstance(event, DocumentStartEvent):
                 root = composer.document()
+                if skip:
+                    skip -= 1
+                    continue
                 try:
                     yield loader.construct_document(root)
                 except (ValueError, OverflowError, TypeError) as e:  # e.g. a date 2026-13-45, a 5000-digit integer
