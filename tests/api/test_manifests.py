@@ -265,7 +265,7 @@ READERS = {
 }
 
 BEFORE = "kind: x\n---\n# the deep one\n"
-"""Two documents ahead of the deep one: the reader hands each out once, then refuses."""
+"""A document ahead of the deep one (and a comment): the reader hands it out once, then refuses."""
 
 DEEP = {
     "flow lists": (BEFORE + "spec: " + "[" * 2000 + "]" * 2000, "spec" + "[0]" * 99, 4),
