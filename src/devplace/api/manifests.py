@@ -172,7 +172,7 @@ def yaml_documents(text: str) -> Generator[Any, None, None]:
                 yield value
             return
         except yaml.MarkedYAMLError as e:
-            if _YAML_EVENTS is yaml.SafeLoader or "maximum nesting depth" not in (e.problem or ""):
+            if "maximum nesting depth" not in (e.problem or ""):  # libyaml's words; PyYAML's own reader has no limit
                 raise
             cut = e.problem_mark.index if e.problem_mark is not None else len(text)
     # libyaml gave up on nesting past its own limit (module docstring): read the document again up to where it did
