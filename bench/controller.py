@@ -90,7 +90,7 @@ class _World:
         self.store = store
         self.clock = clock
         self.configuration: dict[str, Any] = {}
-        self.instances: dict[str, inputs.Instance] = {}
+        self.instances: dict[str, inputs.InstanceFacts] = {}
         self.owned: dict[plans.Key, dict[str, Any]] = {}
         self.writes = 0
         self.decider = incremental.Decider()
@@ -99,7 +99,7 @@ class _World:
         started = time.perf_counter()
         decision = self.decider.decide(
             ("default", "akri-onvif"),
-            inputs.Configuration.from_wire(self.configuration),
+            inputs.ConfigurationFacts.from_wire(self.configuration),
             self.instances.values(),
             list(self.owned.values()),
             now=self.clock.now(),
@@ -143,7 +143,7 @@ class _World:
 
     async def put_instance(self, body: Mapping[str, Any]) -> None:
         written = await self.store.create(body)
-        self.instances[written["metadata"]["name"]] = inputs.Instance.from_wire(written)
+        self.instances[written["metadata"]["name"]] = inputs.InstanceFacts.from_wire(written)
 
     async def drop_instance(self, name: str) -> None:
         await self.store.delete("Instance", name, "default")

@@ -31,7 +31,7 @@ from typing import Any
 
 from devplace.scheduler.assumptions import Assumed
 from devplace.scheduler.classes import STRATEGIES, Strategy, resolve_classes
-from devplace.scheduler.decisions import Binding, Cluster, Config, schedule_burst, schedule_one
+from devplace.scheduler.decisions import Binding, Config, Snapshot, schedule_burst, schedule_one
 from devplace.scheduler.devices import Device, device_of
 from devplace.scheduler.nodes import NodeInfo, Resources
 from devplace.scheduler.pods import PodInfo
@@ -86,7 +86,7 @@ def _classes(strategy: Strategy) -> Any:
     return resolve_classes({n: {**spec, "selectionStrategy": strategy} for n, spec in CLASSES.items()})
 
 
-def _timed_burst(pods: list[PodInfo], cluster: Cluster, config: Config) -> tuple[float, float, list[Any]]:
+def _timed_burst(pods: list[PodInfo], cluster: Snapshot, config: Config) -> tuple[float, float, list[Any]]:
     gc.collect()
     gc.freeze()
     try:
@@ -115,7 +115,7 @@ def _device_bench(rng: random.Random, nodes: int, pods: int) -> dict[str, Any]:
     ]
     out: dict[str, Any] = {"nodes": nodes, "devices": len(devices), "pods": pods}
     for strategy in STRATEGIES:
-        cluster = Cluster.build(node_infos, devices, _classes(strategy))
+        cluster = Snapshot.build(node_infos, devices, _classes(strategy))
         wall, cpu, decisions = _timed_burst(wanted, cluster, Config())
         bound = sum(1 for d in decisions if isinstance(d, Binding))
         out[strategy] = {
@@ -125,7 +125,7 @@ def _device_bench(rng: random.Random, nodes: int, pods: int) -> dict[str, Any]:
             "bound": bound,
             "unschedulable": pods - bound,
         }
-    cluster = Cluster.build(node_infos, devices, _classes("firstFit"))
+    cluster = Snapshot.build(node_infos, devices, _classes("firstFit"))
     wall, _, decisions = _timed_burst(wanted, cluster, Config(percentage_of_nodes_to_score=100))
     out["firstFit_all_nodes"] = {
         "pods_per_s": round(pods / wall, 1),
@@ -143,7 +143,7 @@ def _cpu_memory_bench(rng: random.Random, nodes: int, pods: int) -> dict[str, An
     node_infos = [
         _node(f"node-{n:05d}", rng.choice([8, 16, 32, 64]), rng.choice([32, 64, 128, 256])) for n in range(nodes)
     ]
-    cluster = Cluster.build(node_infos, [], {})
+    cluster = Snapshot.build(node_infos, [], {})
     wanted = [
         PodInfo(
             f"p{i:05d}", requests=Resources(rng.choice([100, 250, 500, 1000]), rng.choice([128, 256, 512]) * 2**20, 1)
@@ -211,7 +211,7 @@ def _quality_bench(rng: random.Random, workloads: int) -> dict[str, Any]:
 def _no_solution_bench(nodes: int) -> dict[str, Any]:
     names = [f"node-{n:04d}" for n in range(nodes)]
     devices = [_device(f"gpu-{n:04d}-{i}", [name], 1, 0, "32Gi") for n, name in enumerate(names) for i in range(10)]
-    cluster = Cluster.build([_node(name, 32, 128) for name in names], devices, _classes("firstFit"))
+    cluster = Snapshot.build([_node(name, 32, 128) for name in names], devices, _classes("firstFit"))
     pod = PodInfo("greedy", requests=Resources(100, 0, 1), classes={"nvidia.high.mem": 11})
     t0 = time.perf_counter()
     decision = schedule_one(pod, cluster, Assumed())

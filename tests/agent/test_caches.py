@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.agent import instances, slots
+from devplace.agent import instances, slots, writes
 from devplace.agent.caches import NodeCache
 from devplace.agent.instances import InstanceRecord
 from devplace.agent.slots import Usage
@@ -199,7 +199,7 @@ async def test_mutate_instance_re_decides_on_the_stored_copy_when_the_cache_is_s
             return None
         return {**obj, "spec": {**obj["spec"], "deviceUsage": {"cams-8120fe-0": "node-a"}}}
 
-    result = await cache.mutate_instance("default", "cams-8120fe", claim)
+    result = await writes.mutate_instance(cache, "default", "cams-8120fe", claim)
     assert seen == ["", "node-b"]  # first on the stale cache (Conflict), then on the fresh copy
     assert result is not None
     assert result["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-b"}
@@ -237,7 +237,7 @@ async def test_update_usage_on_a_current_cache_writes_once_and_caches_what_it_wr
     heard: list[tuple[str, str]] = []
     cache.instances.subscribe(lambda change: heard.append(change.key))
 
-    record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
+    record = await writes.update_usage(cache, "default", "cams-8120fe", claim_for("node-a"))
 
     in_store = await memory_store.get("Instance", "cams-8120fe", "default")
     assert in_store["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-a"}
@@ -251,7 +251,7 @@ async def test_update_usage_on_a_current_cache_writes_once_and_caches_what_it_wr
 
 async def test_update_usage_deciding_nothing_writes_nothing(memory_store: MemoryStore, supervisor: Supervisor) -> None:
     cache, stored = await cached(memory_store, supervisor, holder="node-a")
-    record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))  # a re-offer
+    record = await writes.update_usage(cache, "default", "cams-8120fe", claim_for("node-a"))  # a re-offer
     assert record.resource_version == int(stored["metadata"]["resourceVersion"])
     after = await memory_store.get("Instance", "cams-8120fe", "default")
     assert after["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
@@ -265,7 +265,7 @@ async def test_a_claim_refused_on_a_stale_cache_but_free_in_the_store_succeeds(
     cache, stored = await cached(memory_store, supervisor, holder="node-b")
     await behind(memory_store, stored, "")
     seen: list[str] = []
-    record = await cache.update_usage("default", "cams-8120fe", watching(seen, claim_for("node-a")))
+    record = await writes.update_usage(cache, "default", "cams-8120fe", watching(seen, claim_for("node-a")))
     assert seen == ["node-b", ""]  # refused on the cache, then decided on the store's copy
     assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
     after = await memory_store.get("Instance", "cams-8120fe", "default")
@@ -280,7 +280,7 @@ async def test_update_usage_re_decides_on_the_stored_copy_when_the_cache_is_stal
     await behind(memory_store, stored, "node-b")
     seen: list[str] = []
     with pytest.raises(errors.Refused, match="held by node-b"):
-        await cache.update_usage("default", "cams-8120fe", watching(seen, claim_for("node-a")))
+        await writes.update_usage(cache, "default", "cams-8120fe", watching(seen, claim_for("node-a")))
     assert seen == ["", "node-b"]  # first on the stale cache (Conflict), then on the fresh copy
     after = await memory_store.get("Instance", "cams-8120fe", "default")
     assert after["spec"]["deviceUsage"] == {"cams-8120fe-0": "node-b"}
@@ -294,14 +294,14 @@ async def test_update_usage_without_a_cached_record_reads_and_validates_the_stor
 ) -> None:
     await memory_store.create(instance())
     cache = cache_of(memory_store, supervisor)
-    record = await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
+    record = await writes.update_usage(cache, "default", "cams-8120fe", claim_for("node-a"))
     assert record.usage.to_wire() == {"cams-8120fe-0": "node-a"}
     assert cache.instance("default", "cams-8120fe") is record
     bad = instance("cams-a19705")
     bad["spec"]["capacity"] = "many"
     await memory_store.create(bad)
     with pytest.raises(errors.Invalid):
-        await cache.update_usage("default", "cams-a19705", claim_for("node-a"))
+        await writes.update_usage(cache, "default", "cams-a19705", claim_for("node-a"))
 
 
 async def test_update_usage_of_a_missing_instance_is_not_found_and_forgets_it(
@@ -310,7 +310,7 @@ async def test_update_usage_of_a_missing_instance_is_not_found_and_forgets_it(
     cache, _ = await cached(memory_store, supervisor)
     await memory_store.delete("Instance", "cams-8120fe", "default")
     with pytest.raises(errors.NotFound):
-        await cache.update_usage("default", "cams-8120fe", claim_for("node-a"))
+        await writes.update_usage(cache, "default", "cams-8120fe", claim_for("node-a"))
     assert cache.instance("default", "cams-8120fe") is None
 
 
@@ -319,7 +319,9 @@ async def test_mutate_instance_deletes_when_the_decision_says_so(
 ) -> None:
     cache, _ = await cached(memory_store, supervisor)
     assert (
-        await cache.mutate_instance("default", "cams-8120fe", lambda obj: instances.left(obj, "node-a", 0, False))
+        await writes.mutate_instance(
+            cache, "default", "cams-8120fe", lambda obj: instances.left(obj, "node-a", 0, False)
+        )
         is None
     )
     assert (await memory_store.list("Instance")).items == []

@@ -99,12 +99,12 @@ def node(name: str, *, ready: str = "True", since: str = "2026-01-01T00:00:00Z")
     }
 
 
-def cfg_view(body: dict[str, Any]) -> inputs.Configuration:
-    return inputs.Configuration.from_wire(body)
+def cfg_view(body: dict[str, Any]) -> inputs.ConfigurationFacts:
+    return inputs.ConfigurationFacts.from_wire(body)
 
 
-def views(*bodies: dict[str, Any]) -> list[inputs.Instance]:
-    return [inputs.Instance.from_wire(b) for b in bodies]
+def views(*bodies: dict[str, Any]) -> list[inputs.InstanceFacts]:
+    return [inputs.InstanceFacts.from_wire(b) for b in bodies]
 
 
 def conflict(node_name: str) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def _with(obj: Mapping[str, Any], **meta: Any) -> dict[str, Any]:
 )
 def test_incremental_decisions_equal_decisions_from_scratch(start: tuple[Any, ...], history: list[Any]) -> None:
     cfg = _cfg(*start[1:])
-    insts: dict[str, inputs.Instance] = {}
+    insts: dict[str, inputs.InstanceFacts] = {}
     state: dict[plans.Key, Mapping[str, Any]] = {}
     now = START
     uids = 0
@@ -112,7 +112,7 @@ def test_incremental_decisions_equal_decisions_from_scratch(start: tuple[Any, ..
             else:
                 body = instance(name, nodes, shared=shared, capacity=capacity)
                 body["metadata"]["uid"] += str(uid)
-                insts[name] = inputs.Instance.from_wire(body)
+                insts[name] = inputs.InstanceFacts.from_wire(body)
         elif kind == "object" and state:
             _, index, change = op
             key = sorted(state)[index % len(state)]
@@ -143,7 +143,7 @@ def test_incremental_decisions_equal_decisions_from_scratch(start: tuple[Any, ..
                 state[key] = obj
             if decision.status is not None:
                 cfg = decision.status
-        view = inputs.Configuration.from_wire(cfg)
+        view = inputs.ConfigurationFacts.from_wire(cfg)
         existing = list(state.values())
         want = decisions.decide(view, list(insts.values()), existing, now=now)
         got = decider.decide(("default", "akri-onvif"), view, list(insts.values()), existing, now=now)
@@ -154,8 +154,8 @@ def test_incremental_decisions_equal_decisions_from_scratch(start: tuple[Any, ..
 
 
 def test_a_fresh_decider_and_a_warm_one_agree_after_an_unplug() -> None:
-    cfg = inputs.Configuration.from_wire(configuration(strategy={"perNode": {}}))
-    insts = [inputs.Instance.from_wire(instance(f"cam-{i}", ["n1"], shared=False)) for i in range(20)]
+    cfg = inputs.ConfigurationFacts.from_wire(configuration(strategy={"perNode": {}}))
+    insts = [inputs.InstanceFacts.from_wire(instance(f"cam-{i}", ["n1"], shared=False)) for i in range(20)]
     warm = incremental.Decider()
     first = warm.decide("k", cfg, insts, [], now=START)
     state = plans.applied(first.plan, {})

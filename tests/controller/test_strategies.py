@@ -327,7 +327,7 @@ def test_group_deploys_one_broker_per_satisfiable_group_on_one_node() -> None:
     gpus = [instance("gpus-aaaaaa", ["node-b"], configuration="gpus", shared=False)]
     cams = cameras(1, 2, 3, 4, nodes=["node-a", "node-b"])
 
-    def is_gpu(cls: str, inst: inputs.Instance) -> bool:
+    def is_gpu(cls: str, inst: inputs.InstanceFacts) -> bool:
         return cls == "gpu" and inst.configuration == "gpus"
 
     result = run(cfg, *gpus, *cams, class_matches=is_gpu)

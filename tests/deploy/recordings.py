@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from devplace import errors
-from devplace.api import registry, subresources
+from devplace.api import registry
+from devplace.kubeapi import subresources
 from devplace.store.base import ObjectList, Store, WatchStream
 
 __all__ = ["Recording", "Request"]

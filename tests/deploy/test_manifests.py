@@ -15,9 +15,9 @@ import typer.main
 import yaml
 
 from devplace import __version__
-from devplace.api import crds
 from devplace.cli.app import app as cli_app
 from devplace.cli.crds import definitions
+from devplace.kubeapi import crds
 from devplace.store.kube import parse_url
 
 ROOT = Path(__file__).resolve().parents[2]

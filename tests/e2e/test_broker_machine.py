@@ -35,10 +35,10 @@ _OWNED = ("Pod", "Job", "Service", "ConfigMap")
 async def desired_and_observed(fleet: Fleet) -> list[str]:
     """Differences between what `decisions.decide` wants for the current store state and what the store holds."""
     problems: list[str] = []
-    everything = [inputs.Instance.from_wire(i) for i in await fleet.list("Instance")]
+    everything = [inputs.InstanceFacts.from_wire(i) for i in await fleet.list("Instance")]
     owned_all = [o for kind in _OWNED for o in await fleet.list(kind)]
     for wire in await fleet.list("Configuration"):
-        cfg = inputs.Configuration.from_wire(wire)
+        cfg = inputs.ConfigurationFacts.from_wire(wire)
         existing = [o for o in owned_all if names.labels_of(o).get(names.CONFIGURATION_LABEL) == cfg.name]
         decision = decisions.decide(
             cfg,

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from devplace.api import fleet
 from devplace.api.quantity import Quantity
+from devplace.placement import levels
 from devplace.placement.hpa import Requirement
 
 Obj = dict[str, Any]
@@ -225,28 +225,28 @@ async def build_seed(
     """Seed 004's usage example through the catalog: provider `edge` with SEED_CLUSTERS, project my-proj1,
     composite app my-capp1 v1.0 with apps fwall and analytics, deployment intent group my-dig1 with both HPA intents,
     and (optionally) a generic intent putting analytics on any of cluster-3 and cluster-7."""
-    await catalog.create(fleet.CLUSTER_PROVIDER, (), {"metadata": {"name": "edge"}})
+    await catalog.create(levels.CLUSTER_PROVIDER, (), {"metadata": {"name": "edge"}})
     for name, nodes in (SEED_CLUSTERS if clusters is None else clusters).items():
-        await catalog.create(fleet.CLUSTER, ("edge",), {"metadata": {"name": name}, "spec": {"nodes": nodes}})
-    await catalog.create(fleet.PROJECT, (), {"metadata": {"name": "my-proj1"}})
+        await catalog.create(levels.CLUSTER, ("edge",), {"metadata": {"name": name}, "spec": {"nodes": nodes}})
+    await catalog.create(levels.PROJECT, (), {"metadata": {"name": "my-proj1"}})
     await catalog.create(
-        fleet.COMPOSITE_APP, PROJECT_PATH, {"metadata": {"name": "my-capp1"}, "spec": {"compositeAppVersion": "v1.0"}}
+        levels.COMPOSITE_APP, PROJECT_PATH, {"metadata": {"name": "my-capp1"}, "spec": {"compositeAppVersion": "v1.0"}}
     )
-    await catalog.create(fleet.APP, CAPP_PATH, {"metadata": {"name": "fwall"}, "spec": {"manifests": FWALL_MANIFESTS}})
+    await catalog.create(levels.APP, CAPP_PATH, {"metadata": {"name": "fwall"}, "spec": {"manifests": FWALL_MANIFESTS}})
     await catalog.create(
-        fleet.APP, CAPP_PATH, {"metadata": {"name": "analytics"}, "spec": {"manifests": ANALYTICS_MANIFESTS}}
+        levels.APP, CAPP_PATH, {"metadata": {"name": "analytics"}, "spec": {"manifests": ANALYTICS_MANIFESTS}}
     )
-    await catalog.create(fleet.DEPLOYMENT_INTENT_GROUP, CAPP_PATH, {"metadata": {"name": "my-dig1"}, "spec": {}})
+    await catalog.create(levels.DEPLOYMENT_INTENT_GROUP, CAPP_PATH, {"metadata": {"name": "my-dig1"}, "spec": {}})
     if analytics_any_of:
-        await catalog.create(fleet.GENERIC_PLACEMENT_INTENT, DIG_PATH, {"metadata": {"name": "gpi"}})
-        await catalog.create(fleet.GENERIC_APP_INTENT, (*DIG_PATH, "gpi"), ANALYTICS_ANY_OF)
+        await catalog.create(levels.GENERIC_PLACEMENT_INTENT, DIG_PATH, {"metadata": {"name": "gpi"}})
+        await catalog.create(levels.GENERIC_APP_INTENT, (*DIG_PATH, "gpi"), ANALYTICS_ANY_OF)
     for intent, consumers in seed_intents():
-        await catalog.create(fleet.HPA_INTENT, DIG_PATH, intent)
+        await catalog.create(levels.HPA_INTENT, DIG_PATH, intent)
         intent_path = (*DIG_PATH, intent["metadata"]["name"])
         for consumer, requirements in consumers:
-            await catalog.create(fleet.HPA_CONSUMER, intent_path, consumer)
+            await catalog.create(levels.HPA_CONSUMER, intent_path, consumer)
             for requirement in requirements:
-                await catalog.create(fleet.HPA_REQUIREMENT, (*intent_path, consumer["metadata"]["name"]), requirement)
+                await catalog.create(levels.HPA_REQUIREMENT, (*intent_path, consumer["metadata"]["name"]), requirement)
 
 
 ANALYTICS_ANY_OF: Obj = {

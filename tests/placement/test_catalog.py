@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.api import fleet, names
+from devplace.api import names
 from devplace.clocks import SystemClock
+from devplace.placement import levels
 from devplace.placement.catalog import PENDING_ANNOTATION, Catalog, dig_state
+from devplace.placement.kinds import DIG_LABEL, PARENT_LABEL
 from devplace.store import MemoryStore, Store, cas
 from devplace.store.base import ObjectList
 
@@ -39,12 +41,12 @@ def cpu(name: str = "core-fwall-cpu", requests: int = 4) -> dict[str, Any]:
 
 async def build(catalog: Catalog, depth: int = 5) -> None:
     """project / composite app / deployment intent group / hpa intent / consumer, as deep as asked."""
-    steps: list[tuple[fleet.Level, tuple[str, ...], dict[str, Any]]] = [
-        (fleet.PROJECT, (), meta("my-proj1")),
-        (fleet.COMPOSITE_APP, P, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}}),
-        (fleet.DEPLOYMENT_INTENT_GROUP, CA, meta("my-dig1")),
-        (fleet.HPA_INTENT, DIG, {**meta("fwall-hpa-intent"), "spec": {"app": "fwall"}}),
-        (fleet.HPA_CONSUMER, INTENT, consumer_body()),
+    steps: list[tuple[levels.Level, tuple[str, ...], dict[str, Any]]] = [
+        (levels.PROJECT, (), meta("my-proj1")),
+        (levels.COMPOSITE_APP, P, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}}),
+        (levels.DEPLOYMENT_INTENT_GROUP, CA, meta("my-dig1")),
+        (levels.HPA_INTENT, DIG, {**meta("fwall-hpa-intent"), "spec": {"app": "fwall"}}),
+        (levels.HPA_CONSUMER, INTENT, consumer_body()),
     ]
     for level, parent, body in steps[:depth]:
         await catalog.create(level, parent, body)
@@ -61,46 +63,46 @@ async def test_objects_come_back_exactly_as_they_were_sent(catalog: Catalog) -> 
         "metadata": {"name": "fwall-hpa-intent", "description": "d", "userData1": "foo", "userData2": "bar"},
         "spec": {"appName": "fwall"},  # EMCO's other spelling
     }
-    await catalog.create(fleet.HPA_INTENT, DIG, {**body, "metadata": {**body["metadata"], "name": "second"}})
-    assert await catalog.get(fleet.HPA_INTENT, (*DIG, "second")) == {
+    await catalog.create(levels.HPA_INTENT, DIG, {**body, "metadata": {**body["metadata"], "name": "second"}})
+    assert await catalog.get(levels.HPA_INTENT, (*DIG, "second")) == {
         "metadata": {"name": "second", "description": "d", "userData1": "foo", "userData2": "bar"},
         "spec": {"appName": "fwall"},
     }
-    assert await catalog.get(fleet.PROJECT, P) == {"metadata": {"name": "my-proj1"}}  # no defaults added
-    listed = await catalog.list_bodies(fleet.HPA_INTENT, DIG)
+    assert await catalog.get(levels.PROJECT, P) == {"metadata": {"name": "my-proj1"}}  # no defaults added
+    listed = await catalog.list_bodies(levels.HPA_INTENT, DIG)
     assert [b["metadata"]["name"] for b in listed] == ["fwall-hpa-intent", "second"]
-    assert [b["metadata"]["name"] for b in await catalog.list_bodies(fleet.PROJECT, ())] == ["my-proj1"]
+    assert [b["metadata"]["name"] for b in await catalog.list_bodies(levels.PROJECT, ())] == ["my-proj1"]
 
 
 async def test_store_names_are_dns1123_hashes_of_the_full_path(catalog: Catalog) -> None:
     await build(catalog, 5)
-    await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu("core-fwall-RAM_needs"))
-    name = fleet.HPA_REQUIREMENT.store_name((*CONSUMER, "core-fwall-RAM_needs"))
+    await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, cpu("core-fwall-RAM_needs"))
+    name = levels.HPA_REQUIREMENT.store_name((*CONSUMER, "core-fwall-RAM_needs"))
     assert names.dns1123_label_problem(name) is None
     assert name.startswith("core-fwall-ram-needs-")
     stored = await catalog.store.get("HpaResourceRequirement", name)
     assert stored["metadata"]["labels"] == {
-        fleet.PARENT_LABEL: fleet.HPA_CONSUMER.store_name(CONSUMER),
-        fleet.DIG_LABEL: fleet.DEPLOYMENT_INTENT_GROUP.store_name(DIG),
+        PARENT_LABEL: levels.HPA_CONSUMER.store_name(CONSUMER),
+        DIG_LABEL: levels.DEPLOYMENT_INTENT_GROUP.store_name(DIG),
     }
     assert stored["spec"]["path"] == [*CONSUMER, "core-fwall-RAM_needs"]
     # names differing only in case are different objects
     await catalog.create(
-        fleet.HPA_REQUIREMENT, CONSUMER, {**meta("core-fwall-ram_needs"), "spec": {"name": "zone", "value": "a"}}
+        levels.HPA_REQUIREMENT, CONSUMER, {**meta("core-fwall-ram_needs"), "spec": {"name": "zone", "value": "a"}}
     )
-    assert len(await catalog.list_bodies(fleet.HPA_REQUIREMENT, CONSUMER)) == 2
+    assert len(await catalog.list_bodies(levels.HPA_REQUIREMENT, CONSUMER)) == 2
 
 
 @pytest.mark.parametrize(
     ("level", "parent", "missing"),
     [
-        (fleet.COMPOSITE_APP, P, 'project "my-proj1" not found'),
-        (fleet.DEPLOYMENT_INTENT_GROUP, CA, 'project "my-proj1" not found'),
-        (fleet.HPA_INTENT, DIG, 'project "my-proj1" not found'),
+        (levels.COMPOSITE_APP, P, 'project "my-proj1" not found'),
+        (levels.DEPLOYMENT_INTENT_GROUP, CA, 'project "my-proj1" not found'),
+        (levels.HPA_INTENT, DIG, 'project "my-proj1" not found'),
     ],
 )
 async def test_a_missing_ancestor_is_named(
-    catalog: Catalog, level: fleet.Level, parent: tuple[str, ...], missing: str
+    catalog: Catalog, level: levels.Level, parent: tuple[str, ...], missing: str
 ) -> None:
     with pytest.raises(errors.NotFound, match=missing):
         await catalog.list_bodies(level, parent)
@@ -109,17 +111,17 @@ async def test_a_missing_ancestor_is_named(
 async def test_each_missing_level_is_reported_as_itself(catalog: Catalog) -> None:
     await build(catalog, 2)
     with pytest.raises(errors.NotFound, match='deployment intent group "my-dig1" not found'):
-        await catalog.create(fleet.HPA_INTENT, DIG, {**meta("i"), "spec": {"app": "a"}})
+        await catalog.create(levels.HPA_INTENT, DIG, {**meta("i"), "spec": {"app": "a"}})
     with pytest.raises(errors.NotFound, match='composite app "my-capp1" version "v2" not found'):
-        await catalog.get(fleet.APP, ("my-proj1", "my-capp1", "v2", "fwall"))
+        await catalog.get(levels.APP, ("my-proj1", "my-capp1", "v2", "fwall"))
     with pytest.raises(errors.NotFound, match='app "fwall" not found'):
-        await catalog.get(fleet.APP, (*CA, "fwall"))
+        await catalog.get(levels.APP, (*CA, "fwall"))
 
 
 async def test_duplicates_are_refused(catalog: Catalog) -> None:
     await build(catalog, 1)
     with pytest.raises(errors.AlreadyExists, match='project "my-proj1" already exists'):
-        await catalog.create(fleet.PROJECT, (), meta("my-proj1"))
+        await catalog.create(levels.PROJECT, (), meta("my-proj1"))
 
 
 async def test_delete_and_put_are_refused_while_children_exist(catalog: Catalog) -> None:
@@ -128,73 +130,74 @@ async def test_delete_and_put_are_refused_while_children_exist(catalog: Catalog)
         errors.Refused,
         match=r"hpa intent \"fwall-hpa-intent\" cannot be deleted while it has hpa resource consumers \('core-fwall'\)",
     ):
-        await catalog.delete(fleet.HPA_INTENT, INTENT)
+        await catalog.delete(levels.HPA_INTENT, INTENT)
     with pytest.raises(errors.Refused, match=r"cannot be updated while it has hpa resource consumers"):
-        await catalog.put(fleet.HPA_INTENT, INTENT, {**meta("fwall-hpa-intent"), "spec": {"app": "other"}})
-    await catalog.delete(fleet.HPA_CONSUMER, CONSUMER)
-    body, created = await catalog.put(fleet.HPA_INTENT, INTENT, {**meta("fwall-hpa-intent"), "spec": {"app": "other"}})
+        await catalog.put(levels.HPA_INTENT, INTENT, {**meta("fwall-hpa-intent"), "spec": {"app": "other"}})
+    await catalog.delete(levels.HPA_CONSUMER, CONSUMER)
+    body, created = await catalog.put(levels.HPA_INTENT, INTENT, {**meta("fwall-hpa-intent"), "spec": {"app": "other"}})
     assert (body["spec"], created) == ({"app": "other"}, False)
-    await catalog.delete(fleet.HPA_INTENT, INTENT)
+    await catalog.delete(levels.HPA_INTENT, INTENT)
     with pytest.raises(errors.NotFound, match='hpa intent "fwall-hpa-intent" not found'):
-        await catalog.delete(fleet.HPA_INTENT, INTENT)
+        await catalog.delete(levels.HPA_INTENT, INTENT)
 
 
 async def test_put_creates_when_absent_and_checks_the_url(catalog: Catalog) -> None:
     await build(catalog, 1)
     _, created = await catalog.put(
-        fleet.COMPOSITE_APP, CA, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}}
+        levels.COMPOSITE_APP, CA, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}}
     )
     assert created
     with pytest.raises(errors.Invalid, match=r"metadata.name: must match the URL"):
-        await catalog.put(fleet.PROJECT, P, meta("other"))
+        await catalog.put(levels.PROJECT, P, meta("other"))
     with pytest.raises(errors.Invalid, match=r"spec.compositeAppVersion: must match the URL"):
-        await catalog.put(fleet.COMPOSITE_APP, CA, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v2"}})
+        await catalog.put(levels.COMPOSITE_APP, CA, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v2"}})
 
 
 async def test_an_allocatable_requirement_needs_the_consumers_container(catalog: Catalog) -> None:
     await build(catalog, 4)
-    await catalog.create(fleet.HPA_CONSUMER, INTENT, consumer_body("labels-only", container=None))
+    await catalog.create(levels.HPA_CONSUMER, INTENT, consumer_body("labels-only", container=None))
     labels_only = (*INTENT, "labels-only")
     label = {**meta("turbo"), "spec": {"allocatable": False, "name": "turbo", "value": "true"}}
-    await catalog.create(fleet.HPA_REQUIREMENT, labels_only, label)  # labels need no container
+    await catalog.create(levels.HPA_REQUIREMENT, labels_only, label)  # labels need no container
     with pytest.raises(errors.Invalid, match=r"spec.allocatable: hpa resource consumer 'labels-only' has no container"):
-        await catalog.create(fleet.HPA_REQUIREMENT, labels_only, cpu())
+        await catalog.create(levels.HPA_REQUIREMENT, labels_only, cpu())
 
 
 async def test_one_allocatable_requirement_per_resource(catalog: Catalog) -> None:
     await build(catalog, 5)
-    await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu("first"))
+    await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, cpu("first"))
     with pytest.raises(
         errors.Invalid, match=r"spec.name: hpa resource consumer 'core-fwall' already has requirement 'first' for cpu"
     ):
-        await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu("second"))
-    await catalog.put(fleet.HPA_REQUIREMENT, (*CONSUMER, "first"), cpu("first", requests=2))  # replacing itself is fine
+        await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, cpu("second"))
+    # replacing itself is fine
+    await catalog.put(levels.HPA_REQUIREMENT, (*CONSUMER, "first"), cpu("first", requests=2))
 
 
 async def test_writes_below_a_group_change_its_version(catalog: Catalog) -> None:
     await build(catalog, 5)
-    name = fleet.DEPLOYMENT_INTENT_GROUP.store_name(DIG)
+    name = levels.DEPLOYMENT_INTENT_GROUP.store_name(DIG)
     before = (await catalog.store.get("DeploymentIntentGroup", name))["metadata"]["resourceVersion"]
-    await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu())
+    await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, cpu())
     middle = (await catalog.store.get("DeploymentIntentGroup", name))["metadata"]["resourceVersion"]
-    await catalog.delete(fleet.HPA_REQUIREMENT, (*CONSUMER, "core-fwall-cpu"))
+    await catalog.delete(levels.HPA_REQUIREMENT, (*CONSUMER, "core-fwall-cpu"))
     after = (await catalog.store.get("DeploymentIntentGroup", name))["metadata"]["resourceVersion"]
     assert int(before) < int(middle) < int(after)
 
 
 async def test_an_instantiated_group_cannot_be_deleted(catalog: Catalog) -> None:
     await build(catalog, 3)
-    dig = await catalog.read(fleet.DEPLOYMENT_INTENT_GROUP, DIG)
+    dig = await catalog.read(levels.DEPLOYMENT_INTENT_GROUP, DIG)
     assert dig_state(dig) == "Created"
     instantiated = {"state": "Instantiated", "apps": [], "errors": []}
     await cas(
         catalog.store, "DeploymentIntentGroup", dig["metadata"]["name"], "", lambda d: {**d, "status": instantiated}
     )
     with pytest.raises(errors.Refused, match=r"is instantiated; terminate it before deleting it"):
-        await catalog.delete(fleet.DEPLOYMENT_INTENT_GROUP, DIG)
-    kept = await catalog.read(fleet.DEPLOYMENT_INTENT_GROUP, DIG)
-    await catalog.put(fleet.DEPLOYMENT_INTENT_GROUP, DIG, {**meta("my-dig1"), "spec": {"version": "r2"}})
-    assert (await catalog.read(fleet.DEPLOYMENT_INTENT_GROUP, DIG))["status"] == kept[
+        await catalog.delete(levels.DEPLOYMENT_INTENT_GROUP, DIG)
+    kept = await catalog.read(levels.DEPLOYMENT_INTENT_GROUP, DIG)
+    await catalog.put(levels.DEPLOYMENT_INTENT_GROUP, DIG, {**meta("my-dig1"), "spec": {"version": "r2"}})
+    assert (await catalog.read(levels.DEPLOYMENT_INTENT_GROUP, DIG))["status"] == kept[
         "status"
     ]  # PUT keeps the decision
 
@@ -203,8 +206,8 @@ async def test_bad_bodies_change_nothing(catalog: Catalog) -> None:
     await build(catalog, 5)
     bad = {"metadata": {"name": "x"}, "spec": {"name": "cpu", "requests": 4, "limits": 2}}
     with pytest.raises(errors.Invalid, match=r"spec.requests: requests 4 exceed limits 2"):
-        await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, bad)
-    assert await catalog.list_bodies(fleet.HPA_REQUIREMENT, CONSUMER) == []
+        await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, bad)
+    assert await catalog.list_bodies(levels.HPA_REQUIREMENT, CONSUMER) == []
 
 
 class Interleaving(MemoryStore):
@@ -257,18 +260,18 @@ async def test_a_child_never_outlives_a_concurrently_deleted_parent() -> None:
     outcomes: set[str] = set()
     for round_ in range(30):
         project = f"p{round_}"
-        await catalog.create(fleet.PROJECT, (), meta(project))
+        await catalog.create(levels.PROJECT, (), meta(project))
 
         async def add_child(i: int, project: str = project) -> None:
             body = {**meta(f"c{i}"), "spec": {"compositeAppVersion": "v1"}}
             try:
-                await catalog.create(fleet.COMPOSITE_APP, (project,), body)
+                await catalog.create(levels.COMPOSITE_APP, (project,), body)
             except errors.NotFound as e:
                 outcomes.add("child lost" if "was being created" in e.message else "parent gone")
 
         async def remove(project: str = project) -> None:
             try:
-                await catalog.delete(fleet.PROJECT, (project,))
+                await catalog.delete(levels.PROJECT, (project,))
                 outcomes.add("parent deleted")
             except errors.Refused:
                 outcomes.add("parent refused")
@@ -292,7 +295,7 @@ class ParentVanishes(MemoryStore):
         if obj["kind"] == "CompositeApp":
             rewritten = await super().update({**stored, "metadata": {**stored["metadata"], "annotations": {"x": "1"}}})
             assert rewritten["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
-            project = fleet.PROJECT.store_name(P)
+            project = levels.PROJECT.store_name(P)
             await super().delete(
                 "Project", project, resource_version=(await self.get("Project", project))["metadata"]["resourceVersion"]
             )
@@ -304,7 +307,7 @@ async def test_a_child_whose_parent_vanished_is_removed_even_if_it_was_rewritten
     catalog = Catalog(store, clock=SystemClock())
     await build(catalog, 1)
     with pytest.raises(errors.NotFound, match=r'project "my-proj1" not found \(deleted while composite app'):
-        await catalog.create(fleet.COMPOSITE_APP, P, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}})
+        await catalog.create(levels.COMPOSITE_APP, P, {**meta("my-capp1"), "spec": {"compositeAppVersion": "v1.0"}})
     assert (await store.list("CompositeApp", "")).items == []
 
 
@@ -322,20 +325,20 @@ async def _race_for_cpu(seed: int, *writes: tuple[str, str]) -> tuple[list[BaseE
     await build(catalog, 5)
     for verb, name in writes:
         if verb == "put":
-            await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, before(name))
+            await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, before(name))
 
     async def write(verb: str, name: str) -> None:
         if verb == "post":
-            await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu(name))
+            await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, cpu(name))
         else:
-            await catalog.put(fleet.HPA_REQUIREMENT, (*CONSUMER, name), cpu(name))
+            await catalog.put(levels.HPA_REQUIREMENT, (*CONSUMER, name), cpu(name))
 
     results = await asyncio.gather(*(write(v, n) for v, n in writes), return_exceptions=True)
     assert all(not isinstance(r, BaseException) or isinstance(r, errors.DevplaceError) for r in results), results
     stored = (await store.list("HpaResourceRequirement", "")).items
     assert not [o for o in stored if PENDING_ANNOTATION in (o["metadata"].get("annotations") or {})], "left pending"
     left = {
-        b["metadata"]["name"]: b["spec"]["name"] for b in await catalog.list_bodies(fleet.HPA_REQUIREMENT, CONSUMER)
+        b["metadata"]["name"]: b["spec"]["name"] for b in await catalog.list_bodies(levels.HPA_REQUIREMENT, CONSUMER)
     }
     return [r if isinstance(r, BaseException) else None for r in results], left
 
@@ -386,10 +389,10 @@ async def test_a_confirmed_requirement_wins_over_an_earlier_name_that_arrives_la
 
     async def second() -> None:
         await asyncio.sleep(0)  # let "a-cpu" pass the pre-check and wait at the store
-        await catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu("b-cpu"))
+        await catalog.create(levels.HPA_REQUIREMENT, CONSUMER, cpu("b-cpu"))
         store.release.set()
 
-    first = catalog.create(fleet.HPA_REQUIREMENT, CONSUMER, cpu("a-cpu"))
+    first = catalog.create(levels.HPA_REQUIREMENT, CONSUMER, cpu("a-cpu"))
     results = await asyncio.gather(first, second(), return_exceptions=True)
     assert isinstance(results[0], errors.Refused), results
     assert results[0].message == (
@@ -397,4 +400,4 @@ async def test_a_confirmed_requirement_wins_over_an_earlier_name_that_arrives_la
         "'b-cpu' for cpu (written concurrently)"
     )
     assert results[1] is None
-    assert [b["metadata"]["name"] for b in await catalog.list_bodies(fleet.HPA_REQUIREMENT, CONSUMER)] == ["b-cpu"]
+    assert [b["metadata"]["name"] for b in await catalog.list_bodies(levels.HPA_REQUIREMENT, CONSUMER)] == ["b-cpu"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from devplace.api import fleet
+from devplace.placement.kinds import DIG_LABEL
 from devplace.placement.members import ResourceRecord, apply_all, read_all, remove_all
 from devplace.server.app import create_app
 from devplace.store import MemoryStore
@@ -39,7 +39,7 @@ async def test_objects_are_created_labelled_and_taken_back(member: tuple[MemoryS
         ("static", "NotApplied", "the cluster has no API endpoint (no kubeconfig)"),
     ]
     held = await store.get("Deployment", "web", "default")
-    assert held["metadata"]["labels"][fleet.DIG_LABEL] == OWNER
+    assert held["metadata"]["labels"][DIG_LABEL] == OWNER
     assert held["spec"]["replicas"] == 2
 
     again = await apply_all([(record(WEB), {**WEB, "spec": {**WEB["spec"], "replicas": 3}})], endpoints, OWNER, 5.0)

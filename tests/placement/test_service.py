@@ -11,8 +11,8 @@ import kubernetes_validate
 import pytest
 
 from devplace import errors
-from devplace.api import fleet
 from devplace.clocks import FakeClock, SystemClock
+from devplace.placement import levels
 from devplace.placement.candidates import Candidate
 from devplace.placement.catalog import Catalog
 from devplace.placement.controllers import GenericPlacement, HpaPlacement, PlacementContext
@@ -156,7 +156,7 @@ class Meddler:
                 "metadata": {"name": "fwall-on-2"},
                 "spec": {"app": "fwall", "intent": {"allOf": [{"clusterProvider": "edge", "cluster": "cluster-2"}]}},
             }
-            await self.catalog.create(fleet.GENERIC_APP_INTENT, gpi, body)
+            await self.catalog.create(levels.GENERIC_APP_INTENT, gpi, body)
         return {}
 
 
@@ -175,19 +175,19 @@ async def test_instantiation_never_commits_a_decision_made_from_stale_intents() 
 
 async def test_intents_that_cannot_apply_fail_before_placement(seeded: PlacementService) -> None:
     catalog = seeded.catalog
-    await catalog.create(fleet.HPA_INTENT, DIG_PATH, {"metadata": {"name": "ghost-intent"}, "spec": {"app": "ghost"}})
+    await catalog.create(levels.HPA_INTENT, DIG_PATH, {"metadata": {"name": "ghost-intent"}, "spec": {"app": "ghost"}})
     consumer = {
         "metadata": {"name": "gone"},
         "spec": {
             "consumer": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "not-there", "container-name": "c"}
         },
     }
-    await catalog.create(fleet.HPA_CONSUMER, (*DIG_PATH, "fwall-hpa-intent"), consumer)
+    await catalog.create(levels.HPA_CONSUMER, (*DIG_PATH, "fwall-hpa-intent"), consumer)
     doc = await seeded.plan(DIG_PATH)
     assert doc["state"] == "Failed"
     assert doc["errors"] == ["hpa resource consumer fwall-hpa-intent/gone: app fwall has no Deployment 'not-there'"]
     await catalog.create(
-        fleet.HPA_CONSUMER,
+        levels.HPA_CONSUMER,
         (*DIG_PATH, "ghost-intent"),
         {"metadata": {"name": "x"}, "spec": {"consumer": {"apiVersion": "v1", "kind": "Pod", "name": "x"}}},
     )
@@ -206,7 +206,7 @@ async def _seed_with_live_member(store: Store, member_url: str, dead_url: str) -
     catalog = Catalog(store, clock=SystemClock())
     await build_seed(catalog, {"cluster-4": SEED_CLUSTERS["cluster-4"]}, analytics_any_of=False)
     for name, url in (("live", member_url), ("dead", dead_url)):
-        await catalog.create(fleet.CLUSTER, ("edge",), {"metadata": {"name": name}, "spec": {"endpoint": url}})
+        await catalog.create(levels.CLUSTER, ("edge",), {"metadata": {"name": name}, "spec": {"endpoint": url}})
     return catalog
 
 
@@ -235,15 +235,15 @@ async def test_live_clusters_are_read_at_every_plan() -> None:
 async def test_an_app_intent_orphaned_by_its_deleted_placement_intent_is_ignored(seeded: PlacementService) -> None:
     catalog = seeded.catalog
     gone = (*DIG_PATH, "gone")
-    await catalog.create(fleet.GENERIC_PLACEMENT_INTENT, DIG_PATH, {"metadata": {"name": "gone"}})
+    await catalog.create(levels.GENERIC_PLACEMENT_INTENT, DIG_PATH, {"metadata": {"name": "gone"}})
     pin = {
         "metadata": {"name": "fwall-on-2"},
         "spec": {"app": "fwall", "intent": {"allOf": [{"clusterProvider": "edge", "cluster": "cluster-2"}]}},
     }
-    await catalog.create(fleet.GENERIC_APP_INTENT, gone, pin)
+    await catalog.create(levels.GENERIC_APP_INTENT, gone, pin)
     assert clusters_of(await seeded.plan(DIG_PATH), "fwall") == ["cluster-2"]
     # a process died between deleting the intent and its child (the catalog would have refused): the orphan stays
-    level = fleet.GENERIC_PLACEMENT_INTENT
+    level = levels.GENERIC_PLACEMENT_INTENT
     stored = await catalog.store.get(level.kind, level.store_name(gone))
     await catalog.store.delete(
         level.kind, level.store_name(gone), resource_version=stored["metadata"]["resourceVersion"]

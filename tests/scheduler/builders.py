@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from devplace.scheduler.classes import ResolvedClass, resolve_classes
-from devplace.scheduler.decisions import Cluster
+from devplace.scheduler.decisions import Snapshot
 from devplace.scheduler.devices import Device, device_of
 from devplace.scheduler.nodes import NodeInfo, node_info
 from devplace.scheduler.pods import PodInfo, pod_info
@@ -134,10 +134,10 @@ def pod(
     return pod_info({"metadata": metadata, "spec": spec})
 
 
-def gpu_cluster(nodes: int, per_node: int, *, memory: str = "32Gi", cpu: str = "8") -> Cluster:
+def gpu_cluster(nodes: int, per_node: int, *, memory: str = "32Gi", cpu: str = "8") -> Snapshot:
     """`nodes` nodes with `per_node` nvidia GPUs each (capacity 1), under seed 003's classes."""
     names = [f"node-{n:03d}" for n in range(nodes)]
     devices = [
         device(f"gpu-{n:03d}-{i:02d}", name, memory=memory) for n, name in enumerate(names) for i in range(per_node)
     ]
-    return Cluster.build([node(name, cpu=cpu) for name in names], devices, seed_classes())
+    return Snapshot.build([node(name, cpu=cpu) for name in names], devices, seed_classes())

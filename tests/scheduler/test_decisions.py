@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from devplace.scheduler.assumptions import Assumed
 from devplace.scheduler.decisions import (
     Binding,
-    Cluster,
     Config,
     NodeVerdict,
+    Snapshot,
     Unschedulable,
     nodes_to_find,
     schedule_burst,
@@ -26,7 +26,7 @@ HIGH = "nvidia.high.mem"
 def test_unschedulable_counts_reasons_per_node_like_kubernetes() -> None:
     nodes = [node(f"cpu-{i:02d}", cpu="1") for i in range(5)] + [node(f"gpu-{i:02d}", cpu="8") for i in range(7)]
     devices = [device(f"gpu-{i:02d}-0", f"gpu-{i:02d}", memory="16Gi") for i in range(7)]  # too small for the class
-    cluster = Cluster.build(nodes, devices, seed_classes())
+    cluster = Snapshot.build(nodes, devices, seed_classes())
     decision = schedule_one(pod("p", cpu="2", classes={HIGH: 1}), cluster, Assumed())
     assert isinstance(decision, Unschedulable)
     assert (
@@ -83,14 +83,14 @@ def test_an_unknown_class_is_reported_before_any_node_is_evaluated() -> None:
     ],
 )
 def test_each_filter_says_why_a_node_is_refused(kwargs: dict[str, object], reason: str) -> None:
-    cluster = Cluster.build([node("node-a", zone="a")], [device("gpu-0", "node-a", memory="32Gi")], seed_classes())
+    cluster = Snapshot.build([node("node-a", zone="a")], [device("gpu-0", "node-a", memory="32Gi")], seed_classes())
     decision = schedule_one(pod("p", **kwargs), cluster, Assumed())  # type: ignore[arg-type]
     assert isinstance(decision, Unschedulable)
     assert decision.message == f"0/1 nodes are available: 1 {reason}."
 
 
 def test_affinity_operators_select_nodes() -> None:
-    cluster = Cluster.build([node("node-a", gen="3"), node("node-b", gen="5")], [], seed_classes())
+    cluster = Snapshot.build([node("node-a", gen="3"), node("node-b", gen="5")], [], seed_classes())
     terms = [{"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["4"]}]}]
     decision = schedule_one(pod("p", affinity_terms=terms), cluster, Assumed())
     assert isinstance(decision, Binding)
@@ -100,18 +100,18 @@ def test_affinity_operators_select_nodes() -> None:
 def test_cordoned_nodes_and_full_nodes_are_refused() -> None:
     full = node("node-b", pods=0)
     cordoned = replace(node("node-a"), unschedulable=True)
-    decision = schedule_one(pod("p"), Cluster.build([cordoned, full], [], {}), Assumed())
+    decision = schedule_one(pod("p"), Snapshot.build([cordoned, full], [], {}), Assumed())
     assert isinstance(decision, Unschedulable)
     assert decision.message == "0/2 nodes are available: 1 node(s) were unschedulable, 1 too many pods."
 
 
 def test_least_allocated_prefers_the_emptier_node_and_ties_go_to_the_first_name() -> None:
     nodes = [node("node-b", cpu="8"), node("node-a", cpu="8"), node("node-c", cpu="16")]
-    cluster = Cluster.build(nodes, [], {})
+    cluster = Snapshot.build(nodes, [], {})
     decision = schedule_one(pod("p", cpu="1", memory="1Gi"), cluster, Assumed())
     assert isinstance(decision, Binding)
     assert decision.node == "node-c"
-    cluster = Cluster.build(nodes[:2], [], {})
+    cluster = Snapshot.build(nodes[:2], [], {})
     decision = schedule_one(pod("p", cpu="1", memory="1Gi"), cluster, Assumed())
     assert isinstance(decision, Binding)
     assert decision.node == "node-a"
@@ -122,7 +122,7 @@ def test_binpack_class_fills_a_node_before_the_next_and_spread_does_not() -> Non
     devices = [device(f"gpu-{n}-{i}", f"node-{n}", memory="32Gi") for n in "ab" for i in range(3)]
     nodes = [node("node-a"), node("node-b")]
     for strategy, expected in (("binpack", ["node-a", "node-a", "node-a"]), ("spread", ["node-a", "node-b", "node-a"])):
-        cluster = Cluster.build(nodes, devices, classes)
+        cluster = Snapshot.build(nodes, devices, classes)
         pods = [pod(f"p{i}", classes={HIGH: 1}, created=f"2024-01-01T00:00:0{i}Z") for i in range(3)]
         decisions = schedule_burst(pods, cluster, Assumed(), Config(strategy=strategy))  # type: ignore[arg-type]
         assert [d.node for d in decisions if isinstance(d, Binding)] == expected
@@ -162,7 +162,7 @@ def test_filtering_stops_once_enough_feasible_nodes_are_found_and_rotates_the_st
 
 
 @st.composite
-def bursts(draw: st.DrawFn) -> tuple[Cluster, list[PodInfo]]:
+def bursts(draw: st.DrawFn) -> tuple[Snapshot, list[PodInfo]]:
     nodes = [node(f"n{i}", cpu=str(draw(st.integers(1, 4)))) for i in range(draw(st.integers(1, 4)))]
     devices = []
     for i in range(draw(st.integers(0, 8))):
@@ -190,11 +190,11 @@ def bursts(draw: st.DrawFn) -> tuple[Cluster, list[PodInfo]]:
         )
         for i in range(draw(st.integers(0, 10)))
     ]
-    return Cluster.build(nodes, devices, seed_classes()), pods
+    return Snapshot.build(nodes, devices, seed_classes()), pods
 
 
 @given(bursts())
-def test_every_binding_of_a_burst_respects_capacity_and_class_selectors(burst: tuple[Cluster, list[PodInfo]]) -> None:
+def test_every_binding_of_a_burst_respects_capacity_and_class_selectors(burst: tuple[Snapshot, list[PodInfo]]) -> None:
     cluster, pods = burst
     decisions = schedule_burst(pods, cluster, Assumed())
     by_key = {p.key: p for p in pods}
@@ -221,7 +221,7 @@ def test_every_binding_of_a_burst_respects_capacity_and_class_selectors(burst: t
 
 @given(bursts())
 def test_a_burst_remembering_node_verdicts_decides_exactly_as_deciding_each_pod_afresh(
-    burst: tuple[Cluster, list[PodInfo]],
+    burst: tuple[Snapshot, list[PodInfo]],
 ) -> None:
     cluster, pods = burst
     pods = [*pods, *pods[:3]]  # repeated asks: the memo's hits

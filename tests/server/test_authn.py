@@ -18,7 +18,8 @@ from devplace.server.app import create_app, running
 from devplace.server.authn import Auth, TlsFiles, Tokens, identity_of_certificate
 from devplace.server.authz import Identity
 from devplace.store import MemoryStore
-from devplace.store.remote import Credentials, RemoteStore
+from devplace.store.remote import RemoteStore
+from devplace.store.restclients import Credentials
 from tests.server.certificates import Issued, Pki
 
 TOKENS = """\

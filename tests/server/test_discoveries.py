@@ -10,7 +10,8 @@ import httpx2
 import pytest
 
 from devplace import errors
-from devplace.api import openapis, registry
+from devplace.api import registry
+from devplace.kubeapi import openapis
 from devplace.server import discoveries
 from devplace.server.app import create_app
 from devplace.store import MemoryStore

@@ -20,7 +20,8 @@ from devplace.discovery import World, builtin_registry
 from devplace.server.app import create_app
 from devplace.server.authn import Auth, Tokens
 from devplace.store import MemoryStore, Store
-from devplace.store.remote import Credentials, RemoteStore
+from devplace.store.remote import RemoteStore
+from devplace.store.restclients import Credentials
 from tests.agent.conftest import PREFIX, MiniKubelet, configuration, pod, secret
 from tests.servers import serve_app
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from devplace.api import gnostics, openapis
+from devplace.kubeapi import gnostics, openapis
 from devplace.server.app import create_app
 from devplace.store import MemoryStore
 from tests.servers import serve_app

@@ -8,8 +8,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from devplace.api import tables
 from devplace.clocks import FakeClock
+from devplace.kubeapi import tables
 from devplace.server.app import create_app
 from devplace.server.representations import negotiate
 from devplace.store import MemoryStore

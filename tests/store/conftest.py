@@ -17,12 +17,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
-from lightkube import KubeConfig
 
 from devplace.clocks import FakeClock
 from devplace.server.app import create_app
 from devplace.store import MemoryStore, Store
 from devplace.store.kube import KubeStore
+from devplace.store.kubeconfigs import ServerConfig
 from devplace.store.sqlite import SqliteStore
 from tests import etcds
 from tests.servers import remote_backend, serve_app
@@ -56,7 +56,7 @@ async def kube_store(directory: Path, clock: FakeClock) -> AsyncIterator[Store]:
     backing = MemoryStore(clock=clock)
     try:
         async with serve_app(create_app(backing, fleet_api=False)) as base_url:
-            store = KubeStore(KubeConfig.from_server(base_url).get(), clock=clock)
+            store = KubeStore(ServerConfig(base_url), clock=clock)
             try:
                 yield store
             finally:

@@ -1,7 +1,7 @@
 """The kube store backend beyond the contract (tests/store/test_contract.py runs it too, as `kube`).
 
-Where the Kubernetes API differs from devplace's own: finding the configuration (kubeconfig files and contexts,
-`KUBECONFIG`, the pod's service account), one resource per kind, watches that resume from their position (a dropped
+Where the Kubernetes API differs from devplace's own: the `kube://` URL and its refusals (finding the configuration
+is tests/store/test_kubeconfigs.py's), one resource per kind, watches that resume from their position (a dropped
 stream loses nothing; a BOOKMARK moves the position), 410 on the first read and the informer's relist, `since=0` as
 a list then a watch, and `status` written through `/status` where Kubernetes ignores it in a create or an update.
 
@@ -29,13 +29,13 @@ from fastapi.responses import StreamingResponse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test
-from lightkube import KubeConfig
 
 from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.server.app import create_app, running
 from devplace.store import Event, Informer, MemoryStore, open_store
 from devplace.store.kube import KubeOptions, KubeStore, load_config, parse_url, resource_of
+from devplace.store.kubeconfigs import ServerConfig
 from tests.store.conftest import kube_store as kube_backend
 from tests.store.samples import WATCH_BOUND, configmap, rv, take
 from tests.store.test_contract import StoreMatchesModel
@@ -116,67 +116,34 @@ def no_cluster_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return home
 
 
-def test_a_named_kubeconfig_gives_its_current_context_or_the_one_asked_for(
+def test_a_kube_url_loads_the_context_it_names_or_the_current_one_of_its_file(
     tmp_path: Path, no_cluster_env: Path
 ) -> None:
     path = kubeconfig(tmp_path / "kc", lab="https://lab:6443", edge="https://edge:6443")
     current = load_config(parse_url(f"kube://{path}"))
-    assert (current.context_name, current.cluster.server) == ("lab", "https://lab:6443")
-    assert current.user is not None
-    assert current.user.token == "token-lab"
+    assert (current.context, current.server, current.credentials.token) == ("lab", "https://lab:6443", "token-lab")
     edge = load_config(parse_url(f"kube://{path}?context=edge"))
-    assert (edge.context_name, edge.cluster.server) == ("edge", "https://edge:6443")
-
-
-def test_without_a_path_the_first_existing_kubeconfig_file_listed_in_kubeconfig_is_used(
-    tmp_path: Path, no_cluster_env: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    second = kubeconfig(tmp_path / "second", two="https://two:6443")
-    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{second}")
-    assert load_config(parse_url("kube://")).cluster.server == "https://two:6443"
-
-
-def test_without_kubeconfig_the_home_kube_config_is_used(no_cluster_env: Path) -> None:
-    kubeconfig(no_cluster_env / ".kube" / "config", home="https://home:6443")
-    assert load_config(parse_url("kube://")).cluster.server == "https://home:6443"
-
-
-def service_account(directory: Path) -> Path:
-    directory.mkdir()
-    (directory / "token").write_text("pod-token")
-    (directory / "namespace").write_text("devplace-system")
-    (directory / "ca.crt").write_text("")
-    return directory
-
-
-def test_in_a_pod_the_service_account_is_used_unless_a_kubeconfig_or_context_is_named(
-    tmp_path: Path, no_cluster_env: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    account = service_account(tmp_path / "serviceaccount")
-    kubeconfig(no_cluster_env / ".kube" / "config", home="https://home:6443")
-    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
-    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    in_pod = load_config(parse_url("kube://"), service_account=str(account))
-    assert in_pod.cluster.server == "https://10.96.0.1:443"
-    assert in_pod.user is not None
-    assert in_pod.user.token_file == str(account / "token")
-    assert load_config(parse_url("kube://?context=home"), service_account=str(account)).cluster.server == (
-        "https://home:6443"
-    )
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")  # a token file alone is not a pod (client-go's rule)
-    assert load_config(parse_url("kube://"), service_account=str(account)).cluster.server == "https://home:6443"
+    assert (edge.context, edge.server, edge.credentials.token) == ("edge", "https://edge:6443", "token-edge")
 
 
 @pytest.mark.parametrize(
     ("url", "reason"),
-    [("kube:///nowhere/kubeconfig", "not found"), ("kube://{kc}?context=absent", "Context 'absent' not found")],
+    [
+        ("kube:///nowhere/kubeconfig", "not found"),
+        ("kube://{kc}?context=absent", "Context 'absent' not found"),
+        ("kube://{bad}", "kubeconfig.user.auth-provider: is not supported"),
+    ],
 )
 def test_a_configuration_that_cannot_be_loaded_is_invalid_naming_store(
     tmp_path: Path, no_cluster_env: Path, url: str, reason: str
 ) -> None:
     path = kubeconfig(tmp_path / "kc", lab="https://lab:6443")
+    bad = tmp_path / "bad"
+    doc = yaml.safe_load(path.read_text())
+    doc["users"][0]["user"] = {"auth-provider": {"name": "gcp"}}
+    bad.write_text(yaml.safe_dump(doc))
     with pytest.raises(errors.Invalid) as caught:
-        open_store(url.format(kc=path))
+        open_store(url.format(kc=path, bad=bad))
     assert [f.path for f in caught.value.fields] == ["store"]
     assert reason in caught.value.message
 
@@ -204,7 +171,7 @@ def test_each_kind_is_one_resource_in_the_preferred_group_or_the_one_asked_for()
 
 def kube_store(base_url: str, clock: FakeClock, groups: tuple[str, ...] = ()) -> KubeStore:
     """A KubeStore on `base_url` (groups: the default, `akri.sh`, when empty)."""
-    return KubeStore(KubeConfig.from_server(base_url).get(), clock=clock, groups=groups)
+    return KubeStore(ServerConfig(base_url), clock=clock, groups=groups)
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,8 @@
 """The remote backend's own promises (the shared contract runs it too, via tests/store/conftest.py):
-errors come back as the devplace errors the server's store raised, paths follow the registry, and a watch survives
-the server going away and coming back, losing and repeating nothing (or raising Gone if history was compacted).
+errors come back as the devplace errors the server's store raised (the Status mapping itself is
+tests/store/test_restclients.py's), paths follow the registry, a watch survives the server going away and coming
+back, losing and repeating nothing (or raising Gone if history was compacted), and only the credentials a devplace
+server can check are taken from a kubeconfig.
 """
 
 from __future__ import annotations
@@ -8,60 +10,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.server import errors as http_errors
 from devplace.server.app import create_app, running
-from devplace.store import Informer, MemoryStore
-from devplace.store.remote import RemoteStore, error_from_status
+from devplace.store import Informer, MemoryStore, open_store
+from devplace.store.remote import RemoteStore
 from devplace.supervisors import Supervisor
 from tests.servers import free_port, serve_app
 from tests.store.samples import WATCH_BOUND, configmap, node, take
-
-
-@pytest.mark.parametrize(
-    "err",
-    [
-        errors.NotFound("ConfigMap default/a not found"),
-        errors.AlreadyExists("ConfigMap default/a already exists"),
-        errors.Conflict("resourceVersion 3 is stale"),
-        errors.Gone("revision 2 has been compacted"),
-        errors.Refused("slot held by node-b"),
-        errors.Forbidden("node-a may not write node-b's slot"),
-        errors.Unavailable("store is closed"),
-        errors.Invalid.field("spec.capacity", "Input should be greater than or equal to 1"),
-        errors.TooLarge("ConfigMap default/big is too large: 1572865 bytes of JSON, the limit is 1572864 bytes"),
-        errors.ResourceVersionTooLarge.at(100_000, 6),
-    ],
-)
-def test_every_error_survives_the_trip_through_a_status_body(err: errors.DevplaceError) -> None:
-    back = error_from_status(http_errors.http_status(err), http_errors.status_body(err))
-    assert type(back) is type(err)
-    assert err.message in back.message  # Kubernetes prefixes a 504's message with "Timeout: "
-    if isinstance(err, errors.Invalid):
-        assert isinstance(back, errors.Invalid)
-        assert back.fields == err.fields
-
-
-@pytest.mark.parametrize(
-    ("code", "body", "expected"),
-    [
-        (400, {"message": "the request body is not valid JSON"}, errors.Invalid),
-        (413, {"message": "too large"}, errors.TooLarge),
-        (504, {"message": "Timeout: request did not complete"}, errors.Unavailable),
-        (405, None, errors.Invalid),
-        (500, {"message": "internal error"}, errors.Unavailable),
-        (502, "<html>bad gateway</html>", errors.Unavailable),
-    ],
-)
-def test_other_answers_map_to_the_nearest_error(code: int, body: Any, expected: type[errors.DevplaceError]) -> None:
-    assert type(error_from_status(code, body, "fallback")) is expected
 
 
 @pytest.mark.parametrize(
@@ -334,3 +298,46 @@ async def test_a_watch_whose_streams_keep_ending_at_once_backs_off_instead_of_sp
         finally:
             pending.cancel()
             await store.close()
+
+
+# -- credentials from a kubeconfig (the reader itself: tests/store/test_kubeconfigs.py) ----------------------------
+
+
+def kubeconfig_for(path: Path, server: str, user: dict[str, Any]) -> Path:
+    """A kubeconfig whose one (current) context is `server` with `user`."""
+    doc = {
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_open_store_hands_the_credentials_to_the_remote_backend(tmp_path: Path) -> None:
+    path = kubeconfig_for(tmp_path / "config", "http://h:1", {"token": "t"})
+    store = open_store("http://h:1", kubeconfig=str(path))
+    assert isinstance(store, RemoteStore)
+    assert store.credentials.token == "t"
+    with_token = open_store("http://h:1", token="u")
+    assert isinstance(with_token, RemoteStore)
+    assert with_token.credentials.token == "u"
+
+
+@pytest.mark.parametrize(
+    ("user", "field"),
+    [
+        ({"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws"}}, "kubeconfig.user.exec"),
+        ({"auth-provider": {"name": "gcp"}}, "kubeconfig.user.auth-provider"),
+        ({"username": "u", "password": "p"}, "kubeconfig.user.username"),
+        ({"password": "p"}, "kubeconfig.user.password"),
+    ],
+)
+def test_credentials_a_devplace_server_cannot_check_are_refused_naming_the_field(
+    tmp_path: Path, user: dict[str, Any], field: str
+) -> None:
+    path = kubeconfig_for(tmp_path / "config", "http://h:1", user)
+    with pytest.raises(errors.Invalid) as caught:
+        open_store("http://h:1", kubeconfig=str(path))
+    assert [f.path for f in caught.value.fields] == [field]

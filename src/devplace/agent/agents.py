@@ -43,8 +43,8 @@ from devplace.agent.discoveries import Discoveries
 from devplace.agent.instances import InstanceRecord
 from devplace.agent.pluginsets import PluginSet
 from devplace.agent.reconcilers import Reconciler
+from devplace.agent.release_rules import DeviceKey
 from devplace.agent.releasers import Releaser
-from devplace.agent.releases import DeviceKey
 from devplace.api import devices
 from devplace.clocks import Clock, SystemClock
 from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from devplace import errors
-from devplace.agent import conditions, instances, properties
+from devplace.agent import conditions, instances, properties, writes
 from devplace.agent.caches import NodeCache
 from devplace.clocks import Clock
 from devplace.discovery import Device, DiscoveryHandler, HandlerRegistry
@@ -312,7 +312,7 @@ async def write_condition(cache: NodeCache, key: Key, decide: Callable[[dict[str
     """CAS a condition change into Configuration `key` and cache the result; False if it could not be written (the
     Configuration is gone, or the store failed: logged, the next change of state tries again)."""
     try:
-        stored = await cache.mutate_configuration(key[0], key[1], decide)
+        stored = await writes.mutate_configuration(cache, key[0], key[1], decide)
     except errors.DevplaceError as e:
         log.warning("%s: could not write the %s condition of %s/%s: %s", cache.node, what, *key, e.message)
         return False

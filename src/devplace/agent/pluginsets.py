@@ -33,14 +33,15 @@ from typing import Any
 
 from devplace import errors
 from devplace.agent import clashes, conditions, instances
-from devplace.agent.caches import CONTENTION_CLOCK, NodeCache
+from devplace.agent.caches import NodeCache
+from devplace.agent.deviceplugins import ConfigurationPlugin, DevicePlugin, InstancePlugin, PluginHost
 from devplace.agent.discoveries import write_condition
 from devplace.agent.kubelets import KubeletPresence
-from devplace.agent.plugins import ConfigurationPlugin, DevicePlugin, InstancePlugin, PluginHost
 from devplace.agent.reconcilers import CREATE_CONCURRENCY, bounded
-from devplace.agent.releases import resource_of
+from devplace.agent.release_rules import resource_of
 from devplace.agent.servers import PluginServer, endpoint_name, socket_identity
 from devplace.agent.sockets import DirectoryWatch
+from devplace.agent.writes import CONTENTION_CLOCK
 from devplace.clocks import Clock
 from devplace.deviceplugin import KUBELET_SOCKET_NAME
 from devplace.supervisors import Supervisor

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from devplace import errors
-from devplace.agent import instances
+from devplace.agent import instances, writes
 from devplace.agent.caches import NodeCache
 from devplace.agent.discoveries import Discoveries
 from devplace.clocks import Clock
@@ -206,13 +206,13 @@ class Reconciler:
     async def _create(self, cfg_obj: dict[str, Any], device: Device) -> None:
         body = instances.new_instance(cfg_obj, device, self.node)
         try:
-            await self.cache.create_instance(body)
+            await writes.create_instance(self.cache, body)
         except errors.AlreadyExists:
             meta = body["metadata"]
             await self._join(meta["namespace"], meta["name"])
 
     async def _join(self, namespace: str, name: str) -> None:
-        await self.cache.mutate_instance(namespace, name, lambda obj: instances.joined(obj, self.node))
+        await writes.mutate_instance(self.cache, namespace, name, lambda obj: instances.joined(obj, self.node))
 
     async def _sync(
         self,
@@ -227,20 +227,26 @@ class Reconciler:
                 return None
             return instances.synced(obj, self.node, capacity, props, device_properties)
 
-        await self.cache.mutate_instance(namespace, name, sync)
+        await writes.mutate_instance(self.cache, namespace, name, sync)
 
     async def _mark_offline(self, namespace: str, name: str, now: float) -> None:
-        await self.cache.mutate_instance(namespace, name, lambda obj: instances.marked_offline(obj, now))
+        await writes.mutate_instance(self.cache, namespace, name, lambda obj: instances.marked_offline(obj, now))
 
     async def _leave(self, namespace: str, name: str, now: float, configuration_gone: bool) -> None:
-        await self.cache.mutate_instance(
-            namespace, name, lambda obj: instances.left(obj, self.node, now, configuration_gone)
+        await writes.mutate_instance(
+            self.cache,
+            namespace,
+            name,
+            lambda obj: instances.left(obj, self.node, now, configuration_gone),
         )
 
     async def _expire(self, namespace: str, name: str, now: float, configuration_gone: bool) -> None:
         grace = self.offline_grace
-        await self.cache.mutate_instance(
-            namespace, name, lambda obj: instances.expired(obj, now, grace, configuration_gone)
+        await writes.mutate_instance(
+            self.cache,
+            namespace,
+            name,
+            lambda obj: instances.expired(obj, now, grace, configuration_gone),
         )
 
 

@@ -1,9 +1,9 @@
-"""Releasing this node's slots: at once when their pod ends, else after the PodResources grace (`releases`).
+"""Releasing this node's slots: at once when their pod ends, else after the PodResources grace (`release_rules`).
 
 The device-plugin API has no Deallocate, so the releaser learns which pod uses which device from the kubelet's
 PodResources API (a List when a pod starts running, after each Allocate, and every `podresources_poll` seconds) and
 frees, by CAS on the exact holder it saw, (a) the slots of a pod of this node that is deleted or terminates, and
-(b) held slots absent from every listing for `release_grace` seconds. The decisions are pure (`releases`); this
+(b) held slots absent from every listing for `release_grace` seconds. The decisions are pure (`release_rules`); this
 module is the I/O around them.
 
 Concurrency: pod changes arrive through the Pod informer's change handler (synchronous: it only spawns the release);
@@ -25,9 +25,10 @@ import grpc
 import grpc.aio
 
 from devplace import errors
-from devplace.agent import releases, slots
+from devplace.agent import release_rules as releases
+from devplace.agent import slots, writes
 from devplace.agent.caches import NodeCache, PodInfo
-from devplace.agent.releases import DeviceKey, HeldSlot, PodKey
+from devplace.agent.release_rules import DeviceKey, HeldSlot, PodKey
 from devplace.agent.servers import socket_identity
 from devplace.api.devices import RESOURCE_PREFIXES
 from devplace.clocks import Clock
@@ -233,8 +234,11 @@ class Releaser:
 
     async def _free(self, held: HeldSlot) -> None:
         try:
-            await self.cache.update_usage(
-                held.namespace, held.instance, lambda record: slots.release_slot(record.usage, held.slot, held.holder)
+            await writes.update_usage(
+                self.cache,
+                held.namespace,
+                held.instance,
+                lambda record: slots.release_slot(record.usage, held.slot, held.holder),
             )
         except errors.NotFound:
             return

@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
-from devplace.agent.plugins import DevicePlugin
+from devplace.agent.deviceplugins import DevicePlugin
 from devplace.deviceplugin import VERSION, from_rpc_error
 from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 

@@ -1,7 +1,7 @@
 """Slot decisions for shared devices (DESIGN.md section 4, seeds 000 and 001).
 
 Pure: given an Instance's usage map and a request, decide. No I/O, no clocks, no logging. The shells in
-`devplace.agent.plugins` and `devplace.agent.agents` read an Instance, call one function here and write the result
+`devplace.agent.deviceplugins` and `devplace.agent.agents` read an Instance, call one function here and write the result
 with a compare-and-swap; on `Conflict` they re-read and call it again, so every rule holds on the freshest state.
 
 Holders travel as strings in `Instance.spec.deviceUsage` and are parsed once, at the agent's boundary, into typed

@@ -8,7 +8,7 @@ field and the reason, never a stack trace.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, ClassVar, Self
 
 import pydantic
@@ -154,6 +154,9 @@ class Resource(Model):
     PLURAL: ClassVar[str] = ""
     NAMESPACED: ClassVar[bool] = True
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("devplace.io/v1alpha1",)
+    SCHEMA_MODELS: ClassVar[Mapping[tuple[str, ...], type[BaseModel]]] = {}
+    """Fields kept as plain mappings whose published schema is a model's: wire path -> model (a fleet object's
+    `("spec", "emco")` holds its level's EMCO body). Read by the OpenAPI documents; validation is the model's own."""
 
     api_version: str
     kind: str

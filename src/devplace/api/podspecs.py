@@ -11,9 +11,9 @@ unknown field`), whatever a request's `fieldValidation` says (Akri's webhook ref
 read leniently (the agent and controller parse them without this check), as an API server reads what it stored
 before a schema tightened.
 
-The rules are Kubernetes' own, not ours: the schemas are Kubernetes' definitions (`openapis.kubernetes_definitions`,
+The rules are Kubernetes' own, not ours: the schemas are Kubernetes' definitions (`definitions.kubernetes_definitions`,
 copied from the kubernetes-validate package), and which fields hold which type comes from the same table the OpenAPI
-documents use (`openapis.kubernetes_typed`), so `kubectl explain`, client-side validation and this check agree. What
+documents use (`definitions.kubernetes_typed`), so `kubectl explain`, client-side validation and this check agree. What
 the walk enforces is what decoding a body into Kubernetes' Go types enforces, plus the schemas' `required` lists:
 - an unknown field (an object schema with `properties` is closed, a map's values follow its `additionalProperties`);
 - a value of the wrong JSON type: strings, booleans, objects, arrays; integers are whole numbers (not floats, not
@@ -39,7 +39,7 @@ from typing import Any, get_args
 from pydantic import BaseModel
 
 from devplace import errors
-from devplace.api import quantity, registry
+from devplace.api import definitions, quantity, registry
 
 __all__ = ["check", "problems", "typed_fields"]
 
@@ -48,14 +48,7 @@ _PRESERVE = "x-kubernetes-preserve-unknown-fields"
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
 Schema = Mapping[str, Any]
-"""A Swagger 2.0 schema node of `openapis.kubernetes_definitions()`."""
-
-
-def _openapis() -> Any:
-    # openapis imports api.fleet, which imports api.manifests, which calls this module: import on first use
-    from devplace.api import openapis
-
-    return openapis
+"""A Swagger 2.0 schema node of `definitions.kubernetes_definitions()`."""
 
 
 @functools.cache
@@ -73,10 +66,9 @@ def typed_fields(kind: str) -> tuple[tuple[tuple[str, ...], str], ...]:
 def _typed(
     model: type[BaseModel], path: tuple[str, ...], seen: frozenset[str]
 ) -> Iterator[tuple[tuple[str, ...], str]]:
-    openapis = _openapis()
     for name, field in model.model_fields.items():
         wire = field.alias or name
-        definition = openapis.kubernetes_typed(model.__name__, wire)
+        definition = definitions.kubernetes_typed(model.__name__, wire)
         if definition is not None:
             yield (*path, wire), definition
             continue
@@ -139,7 +131,7 @@ class _Shape:
 
 @functools.cache
 def _shape_of(definition: str) -> _Shape:
-    return _compile({"$ref": definition}, _openapis().kubernetes_definitions(), {})
+    return _compile({"$ref": definition}, definitions.kubernetes_definitions(), {})
 
 
 def _compile(schema: Schema, defs: Mapping[str, Schema], done: dict[str, _Shape]) -> _Shape:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from devplace.cli import agents, crds, daemons, demos, explains, fleets, kubelets, resources, servers
+from devplace.cli import agents, crds, daemons, demos, emco, explains, kubelets, resources, servers
 
 __all__ = ["app", "main"]
 
@@ -61,7 +61,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for module in (resources, explains, servers, agents, kubelets, daemons, fleets, demos, crds):
+for module in (resources, explains, servers, agents, kubelets, daemons, emco, demos, crds):
     module.register(app)
 
 

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 import typer
 
-from devplace.api import crds
-from devplace.cli.resources import fail
+from devplace.cli.resources import fail, register_fleet_kinds
+from devplace.kubeapi import crds
 
 __all__ = ["definitions", "register"]
 
@@ -24,6 +24,8 @@ __all__ = ["definitions", "register"]
 def definitions() -> list[dict[str, Any]]:
     """Every CRD, named as devplace's discovery names the kinds."""
     from devplace.server import discoveries  # the server's discovery: loaded only for this command
+
+    register_fleet_kinds()
 
     discovered = {gv: discoveries.api_resource_list(gv)["resources"] for gv in crds.group_versions()}
     return crds.custom_resource_definitions(discovered)

@@ -1,169 +1,22 @@
-"""`devplace demo` (what `make demo` runs): a narrated tour of the whole product on the embedded store, in five acts.
+"""`devplace demo` (what `make demo` runs): the command of the narrated tour that `devplace.demo` holds.
 
-1. The store, the API server and the CLI: example manifests applied through the API server, a compare-and-swap write
-   losing to a stale resourceVersion, a bad manifest refused with its field path (`tour_stores`).
-2. Device sharing, seed 000: two simulated nodes, two cameras, Configuration- and Instance-level device plugins
-   drawing from one deviceUsage, the seed's capacities checked step by step (`tour_devices`).
-3. Contention, seed 001: ten nodes ask for one device of capacity five at once (`tour_devices`).
-4. Fleet placement, seed 004: clusters and HPA intents through `/v2`, a dry-run plan with every rejection reason and
-   a patched manifest (`tour_fleets`, bodies from `examples/fleet/seed-004.yaml`).
-5. Resource classes and brokers, seeds 003 and 002: three simulated nodes with the scheduler and the broker
-   controller; a pod asking for a class placed on the node whose GPU the class selects, a second one Pending until the
-   first goes; per-node brokers bounded by capacity, going and coming back with their camera (`tour_classes`).
-
-Every act runs on one store: a fresh SQLite file in a temporary directory unless `--store` is given, served by the
-API server on a loopback port in this process. Acts 2, 3 and 5 run the real agents and simulated kubelets over that
-store (`devplace.sim.Fleet`; act 5 with the fleet's scheduler and broker controller too); each act deletes what it
-created, so acts are independent and re-runs start clean.
-
-The demo doubles as a smoke test and must not lie: every outcome it narrates is checked (`tours.Tour.expect`), an act
-that raises is reported and the next act still runs, and the command exits 1 when any expectation failed. Bad inputs
-(a missing examples directory, a malformed fleet file) are found before any act runs: one `error:` line, exit 1.
+Only the shell lives here: the options, the tour printing to stdout, and the CLI's own renderers (`output`) and apply
+(`resources`) handed to the demo, which shows them but, sitting below the CLI in the layers, never imports them. A bad
+input (`errors.Invalid` from the demo before any act) is one `error:` line; a failed expectation exits 1.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import tempfile
-import time
-import traceback
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-import devplace
-from devplace import errors
+from devplace.cli import output, resources
 from devplace.cli.resources import StoreOption, run
-from devplace.cli.tours import Tour
+from devplace.demo import ACTS, Tour, run_demo
 
-if TYPE_CHECKING:
-    from devplace.cli.tour_fleets import FleetExample
-    from devplace.store import Store
-
-__all__ = ["example_path", "register"]
-
-ACTS = (1, 2, 3, 4, 5)
-ACT_TIMEOUT = 90.0
-"""Seconds one act may take before it is reported as failed (it takes a few; this only catches a hang)."""
-
-FLEET_EXAMPLE = ("fleet", "seed-004.yaml")
-
-
-def _example_roots() -> list[Path]:
-    return [Path(devplace.__file__).resolve().parents[2] / "examples", Path.cwd() / "examples"]
-
-
-def examples_dir() -> Path:
-    """`examples/manifests` of the source tree devplace runs from, else of the current directory."""
-    for root in _example_roots():
-        candidate = root / "manifests"
-        if candidate.is_dir():
-            return candidate
-    raise errors.Invalid.field("examples", "no examples/manifests directory found; pass --examples DIR")
-
-
-def example_path(*parts: str) -> Path:
-    """A file under `examples/` of the source tree devplace runs from, else of the current directory."""
-    for root in _example_roots():
-        candidate = root.joinpath(*parts)
-        if candidate.is_file():
-            return candidate
-    raise errors.Invalid.field("examples", f"no examples/{'/'.join(parts)} found")
-
-
-@contextlib.contextmanager
-def _store_url(explicit: str | None) -> Iterator[str]:
-    if explicit:
-        yield explicit
-        return
-    with tempfile.TemporaryDirectory(prefix="devplace-demo-") as tmp:
-        yield f"sqlite:///{tmp}/demo.db"
-
-
-def _manifests_folder(examples: Path | None) -> Path:
-    folder = examples or examples_dir()
-    if not folder.is_dir():
-        raise errors.Invalid.field("examples", f"{folder}: no such directory")
-    return folder
-
-
-def _fleet_example(explicit: Path | None) -> tuple[FleetExample, Path]:
-    from devplace.cli.tour_fleets import load_fleet_example
-
-    path = explicit or example_path(*FLEET_EXAMPLE)
-    if not path.is_file():
-        raise errors.Invalid.field("fleet-example", f"{path}: no such file")
-    try:
-        return load_fleet_example(path.read_text(encoding="utf-8")), path
-    except errors.Invalid as e:
-        raise errors.Invalid(f"{path}: {e.message}", e.fields) from e
-
-
-async def _run_act(
-    tour: Tour,
-    number: int,
-    backing: Store,
-    url: str,
-    base_url: str,
-    folder: Path | None,
-    fleet: tuple[FleetExample, Path] | None,
-) -> None:
-    # the acts (and the agent, simulator and web stack they run) load only when the demo runs
-    from devplace.cli.tour_classes import classes_act
-    from devplace.cli.tour_devices import contention_act, sharing_act
-    from devplace.cli.tour_fleets import placement_act
-    from devplace.cli.tour_stores import store_act
-    from devplace.store.remote import RemoteStore
-
-    if number == 1:
-        assert folder is not None
-        remote = RemoteStore(base_url)
-        try:
-            await store_act(tour, remote, url, base_url, folder)
-        finally:
-            await remote.close()
-    elif number == 2:
-        await sharing_act(tour, backing)
-    elif number == 3:
-        await contention_act(tour, backing)
-    elif number == 5:
-        await classes_act(tour, backing)
-    else:
-        assert fleet is not None
-        await placement_act(tour, base_url, fleet[0], str(fleet[1]))
-
-
-async def _tour(tour: Tour, url: str, acts: list[int], examples: Path | None, fleet_file: Path | None) -> int:
-    from devplace.server.app import create_app, running
-    from devplace.store import open_store
-
-    folder = _manifests_folder(examples) if 1 in acts else None
-    fleet = _fleet_example(fleet_file) if 4 in acts else None
-    started = time.monotonic()
-    backing = open_store(url)
-    try:
-        async with running(create_app(backing)) as base_url:
-            tour.title(f"devplace demo: store {url}, API server {base_url}")
-            for number in acts:
-                try:
-                    async with asyncio.timeout(ACT_TIMEOUT):
-                        await _run_act(tour, number, backing, url, base_url, folder, fleet)
-                except TimeoutError:
-                    tour.broke(f"act {number} did not finish within {ACT_TIMEOUT:g} s")
-                except errors.DevplaceError as e:
-                    tour.broke(f"act {number} stopped: {type(e).__name__}: {e.message}")
-                except Exception as e:  # a bug: report it as a failed act, keep the traceback for whoever debugs it
-                    traceback.print_exc()
-                    tour.broke(f"act {number} stopped: {type(e).__name__}: {e}")
-    finally:
-        await backing.close()
-    ok = tour.summary(acts)
-    elapsed = time.monotonic() - started
-    tour.note(f"({elapsed:.1f} s; `devplace --help` lists every command, `devplace server` serves a store)")
-    return 0 if ok else 1
+__all__ = ["register"]
 
 
 def demo(
@@ -194,11 +47,10 @@ def demo(
     Exits 1 if any outcome the tour expects does not happen.
     """
     acts = sorted(set(act)) if act else list(ACTS)
-    tour = Tour.for_stdout()
+    tour = Tour.for_stdout(output)
 
     async def work() -> int:
-        with _store_url(store) as url:
-            return await _tour(tour, url, acts, examples, fleet_example)
+        return await run_demo(tour, resources, store=store, acts=acts, examples=examples, fleet_example=fleet_example)
 
     run(work)
 

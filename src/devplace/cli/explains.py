@@ -26,7 +26,7 @@ from rich.console import Console
 from devplace import errors
 from devplace.api import registry
 from devplace.cli import output
-from devplace.cli.resources import NamespaceOption, StoreOption, run, store_url, with_store
+from devplace.cli.resources import NamespaceOption, StoreOption, register_fleet_kinds, run, store_url, with_store
 from devplace.clocks import SystemClock
 from devplace.store import Store
 
@@ -117,6 +117,7 @@ def explain(
     url = store_url(ctx, store)
 
     async def body(st: Store) -> int:
+        register_fleet_kinds()  # `explain apps x` says only pods are explained, as for every other known kind
         if registry.lookup(kind).kind != "Pod":
             raise errors.Invalid.field("kind", f"only pods are explained, not {kind!r}")
         if output_format not in ("table", "json", "yaml"):

@@ -1,7 +1,7 @@
 """Rendering objects for people and for programs: tables, JSON, YAML, `describe` text, watch lines.
 
 Pure functions from wire dicts (and the current time) to text, so every format is tested without a terminal.
-Tables have kubectl's shape: NAMESPACE (for namespaced kinds), then the kind's columns as `devplace.api.tables`
+Tables have kubectl's shape: NAMESPACE (for namespaced kinds), then the kind's columns as `devplace.kubeapi.tables`
 defines them for the API server's Tables too (NAME, kind-specific columns, AGE; `-o wide` adds the priority-1 ones),
 so `devplace get` and `kubectl get` print the same columns. `get brokers` is a view of Configurations: strategy and
 the controller's desired/running/pending counts. On a terminal the CLI draws tables with rich; otherwise
@@ -20,7 +20,7 @@ import yaml
 from rich import box
 from rich.table import Table
 
-from devplace.api import tables
+from devplace.kubeapi import tables
 
 __all__ = [
     "BROKER_HEADERS",

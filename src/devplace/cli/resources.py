@@ -46,6 +46,7 @@ __all__ = [
     "raw_label",
     "read_sources",
     "register",
+    "register_fleet_kinds",
     "run",
     "store_url",
     "validate_document",
@@ -88,9 +89,9 @@ def store_url(ctx: typer.Context | None, explicit: str | None) -> str:
     if os.environ.get("DEVPLACE_STORE"):
         return os.environ["DEVPLACE_STORE"]
     if options.get("kubeconfig_given") and options.get("kubeconfig"):
-        from devplace.store.remote import kubeconfig_server
+        from devplace.store.kubeconfigs import current_server
 
-        return kubeconfig_server(str(options["kubeconfig"]))
+        return current_server(str(options["kubeconfig"]))
     return DEFAULT_STORE
 
 
@@ -134,7 +135,15 @@ async def with_store(url: str, body: Callable[[Store], Awaitable[int]], ctx: typ
         await store.close()
 
 
+def register_fleet_kinds() -> None:
+    """Make EMCO's fleet kinds known to the registry (importing `devplace.placement` registers them), for the commands
+    that name kinds. Loaded when such a command runs, not at start-up, so `devplace agent` and the other daemons never
+    build EMCO's models."""
+    from devplace import placement  # noqa: F401
+
+
 def _kind(name: str) -> KindInfo:
+    register_fleet_kinds()
     return registry.lookup(name)
 
 
@@ -192,6 +201,7 @@ def raw_label(raw: Any, namespace: str | None = None) -> str | None:
     if not isinstance(raw.get("kind"), str) or not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
         return None
     ns = meta.get("namespace") or namespace
+    register_fleet_kinds()
     try:
         if ns is None and registry.lookup(raw["kind"]).namespaced:
             ns = registry.DEFAULT_NAMESPACE
@@ -202,6 +212,7 @@ def raw_label(raw: Any, namespace: str | None = None) -> str | None:
 
 def validate_document(raw: Any, namespace: str | None = None) -> dict[str, Any]:
     """One document, validated and as written; `namespace` (from -n) fills a namespaced object's missing one."""
+    register_fleet_kinds()
     if namespace and isinstance(raw, Mapping) and isinstance(raw.get("metadata"), Mapping):
         meta = raw["metadata"]
         kind = raw.get("kind")

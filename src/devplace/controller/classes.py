@@ -94,7 +94,7 @@ class ClassMatcher:
             self._resolved = resolve_each({name: spec for (_, name), spec in self.classes.items()})[0]
         return self._resolved
 
-    def __call__(self, class_name: str, instance: inputs.Instance) -> bool:
+    def __call__(self, class_name: str, instance: inputs.InstanceFacts) -> bool:
         cls = self.resolved().get(class_name)
         if cls is None:
             return False

@@ -82,17 +82,17 @@ class Controller:
         self.passes = 0
         """Reconcile passes run (one Configuration each)."""
         """Store writes made (creates, updates, deletes, status and Instance CAS writes), for benches and tests."""
-        self.configurations: Informer[inputs.Configuration] = Informer(
+        self.configurations: Informer[inputs.ConfigurationFacts] = Informer(
             store,
             "Configuration",
-            lambda obj, _: inputs.Configuration.from_wire(obj),
+            lambda obj, _: inputs.ConfigurationFacts.from_wire(obj),
             namespace=namespace,
             indexes={"group": lambda c: [c.namespace] if c.strategy == "group" else []},
         )
-        self.instances: Informer[inputs.Instance] = Informer(
+        self.instances: Informer[inputs.InstanceFacts] = Informer(
             store,
             "Instance",
-            lambda obj, _: inputs.Instance.from_wire(obj),
+            lambda obj, _: inputs.InstanceFacts.from_wire(obj),
             namespace=namespace,
             indexes={
                 "configuration": lambda i: [(i.namespace, i.configuration)],
@@ -156,10 +156,10 @@ class Controller:
         self._nodes_dirty = True
         self._wake.set()
 
-    def _on_configuration(self, change: Change[inputs.Configuration]) -> None:
+    def _on_configuration(self, change: Change[inputs.ConfigurationFacts]) -> None:
         self._mark(change.key)
 
-    def _on_instance(self, change: Change[inputs.Instance]) -> None:
+    def _on_instance(self, change: Change[inputs.InstanceFacts]) -> None:
         for instance, step in ((change.old, -1), (change.new, 1)):
             if instance is not None:
                 for node in nodes.nodes_of(instance.wire):
@@ -264,7 +264,9 @@ class Controller:
     def _existing(self, key: ObjKey) -> list[dict[str, Any]]:
         return [obj for informer in self.owned.values() for obj in informer.by("configuration", key)]
 
-    def _instances_for(self, configuration: inputs.Configuration | None, key: ObjKey) -> list[inputs.Instance]:
+    def _instances_for(
+        self, configuration: inputs.ConfigurationFacts | None, key: ObjKey
+    ) -> list[inputs.InstanceFacts]:
         if configuration is not None and configuration.strategy == "group":
             return self.instances.by("namespace", key[0])
         return self.instances.by("configuration", key)

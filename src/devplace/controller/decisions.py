@@ -66,8 +66,8 @@ def _min(*values: float | None) -> float | None:
 
 
 def decide(
-    configuration: inputs.Configuration | None,
-    instances: Iterable[inputs.Instance],
+    configuration: inputs.ConfigurationFacts | None,
+    instances: Iterable[inputs.InstanceFacts],
     existing: Sequence[Mapping[str, Any]],
     *,
     settings: Settings | None = None,

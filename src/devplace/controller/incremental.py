@@ -65,7 +65,7 @@ class _State:
         self.strategy = strategy
         self.fresh = True
         self.now = float("-inf")
-        self.instances: dict[str, inputs.Instance] = {}
+        self.instances: dict[str, inputs.InstanceFacts] = {}
         self.inst_ids: dict[int, str] = {}
         """id() of each known Instance -> its name."""
         self.names: list[str] = []
@@ -127,8 +127,8 @@ class Decider:
     def _full(
         self,
         key: Hashable,
-        configuration: inputs.Configuration | None,
-        instances: Iterable[inputs.Instance],
+        configuration: inputs.ConfigurationFacts | None,
+        instances: Iterable[inputs.InstanceFacts],
         existing: Sequence[Mapping[str, Any]],
         now: float,
     ) -> decisions.Decision:
@@ -140,8 +140,8 @@ class Decider:
     def decide(
         self,
         key: Hashable,
-        configuration: inputs.Configuration | None,
-        instances: Iterable[inputs.Instance],
+        configuration: inputs.ConfigurationFacts | None,
+        instances: Iterable[inputs.InstanceFacts],
         existing: Sequence[Mapping[str, Any]],
         *,
         now: float,
@@ -163,7 +163,7 @@ class Decider:
         instances = instances if isinstance(instances, list) else list(instances)
         # Instances: the ones not known by identity, then the known ones gone (state is not touched yet)
         known, inst_ids = state.instances, state.inst_ids
-        updates: dict[str, inputs.Instance | None] = {}
+        updates: dict[str, inputs.InstanceFacts | None] = {}
         unknown = list(compress(instances, map(operator.not_, map(inst_ids.__contains__, map(id, instances)))))
         for instance in unknown:
             if instance.configuration != c.name:
@@ -203,7 +203,7 @@ class Decider:
         self,
         state: _State,
         build: strategies._Builder,
-        updates: dict[str, inputs.Instance | None],
+        updates: dict[str, inputs.InstanceFacts | None],
         fresh: dict[plans.Key, Mapping[str, Any]],
         keys: set[plans.Key | None],
         now: float,
@@ -309,7 +309,7 @@ class Decider:
         else:
             state.stored[k] = obj
 
-    def _unit(self, build: strategies._Builder, instance: inputs.Instance) -> strategies.Brokers:
+    def _unit(self, build: strategies._Builder, instance: inputs.InstanceFacts) -> strategies.Brokers:
         strategy = build.cfg.strategy
         if strategy == "perNode":
             return strategies._per_node(build, [instance])
@@ -375,7 +375,7 @@ class Decider:
             state.serving[k] = label
 
     def _service(
-        self, cfg: inputs.Configuration, name: str, spec: Mapping[str, Any], instance: inputs.Instance
+        self, cfg: inputs.ConfigurationFacts, name: str, spec: Mapping[str, Any], instance: inputs.InstanceFacts
     ) -> plans.Desired:
         selector = {names.INSTANCE_LABEL: name}
         base = {names.CONTROLLER_LABEL: names.CONTROLLER_VALUE, names.CONFIGURATION_LABEL: cfg.name}
@@ -476,7 +476,7 @@ class Decider:
                 running, pending = counted["running"], counted["pending"]
         return _Entry(action, stored, want, deletion, is_broker, running, pending, due, retained, clocked)
 
-    def _decision(self, state: _State, cfg: inputs.Configuration, now: float) -> decisions.Decision:
+    def _decision(self, state: _State, cfg: inputs.ConfigurationFacts, now: float) -> decisions.Decision:
         creates: list[Mapping[str, Any]] = []
         fresh: list[Mapping[str, Any]] = []
         updates: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []

@@ -19,8 +19,8 @@ from devplace.api import devices
 
 __all__ = [
     "RESOURCE_NAME_CONFLICT",
-    "Configuration",
-    "Instance",
+    "ConfigurationFacts",
+    "InstanceFacts",
     "instance_owner",
     "owner_reference",
     "seconds_of",
@@ -53,7 +53,7 @@ def _generation(value: Any) -> int:
 
 
 @dataclass(frozen=True)
-class Instance:
+class InstanceFacts:
     """An Instance as the planner sees it."""
 
     namespace: str
@@ -69,7 +69,7 @@ class Instance:
     wire: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_wire(cls, obj: Mapping[str, Any]) -> Instance:
+    def from_wire(cls, obj: Mapping[str, Any]) -> InstanceFacts:
         meta = _meta(obj)
         spec = obj.get("spec")
         spec = spec if isinstance(spec, Mapping) else {}
@@ -101,7 +101,7 @@ class Member:
 
 
 @dataclass(frozen=True)
-class Configuration:
+class ConfigurationFacts:
     """A Configuration as the planner sees it; `problem` is set (and nothing else trusted) when it is invalid.
 
     `from_wire` never raises: an invalid Configuration must be seen (and flagged), not mistaken for a deleted one
@@ -132,7 +132,7 @@ class Configuration:
     wire: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_wire(cls, obj: Mapping[str, Any]) -> Configuration:
+    def from_wire(cls, obj: Mapping[str, Any]) -> ConfigurationFacts:
         meta = _meta(obj)
         base = cls(
             namespace=str(meta.get("namespace") or "default"),
@@ -205,5 +205,5 @@ def owner_reference(api_version: str, kind: str, name: str, uid: str) -> dict[st
     }
 
 
-def instance_owner(instance: Instance) -> dict[str, Any]:
+def instance_owner(instance: InstanceFacts) -> dict[str, Any]:
     return owner_reference(instance.api_version, "Instance", instance.name, instance.uid)

@@ -29,7 +29,7 @@ _MEMO_LIMIT = 200_000
 
 
 def _service(
-    configuration: inputs.Configuration,
+    configuration: inputs.ConfigurationFacts,
     name: str,
     spec: Mapping[str, Any],
     labels: dict[str, str],
@@ -60,10 +60,10 @@ def _service(
 
 
 def services(
-    configuration: inputs.Configuration,
+    configuration: inputs.ConfigurationFacts,
     brokers: Iterable[plans.Desired],
     existing: Sequence[Mapping[str, Any]],
-    instances: Mapping[str, inputs.Instance],
+    instances: Mapping[str, inputs.InstanceFacts],
 ) -> tuple[plans.Desired, ...]:
     """The Services `configuration` wants, given its desired brokers and the objects it owns (module docstring)."""
     wanted = {b.key for b in brokers if b.key[0] == "Pod"}

@@ -40,11 +40,11 @@ from devplace.store.base import rfc3339
 
 __all__ = ["Brokers", "ClassMatches", "Skip", "brokers", "no_classes"]
 
-ClassMatches = Callable[[str, inputs.Instance], bool]
+ClassMatches = Callable[[str, inputs.InstanceFacts], bool]
 """Does an Instance belong to a ResourceClass? (the resource-class selector engine, injected)."""
 
 
-def no_classes(class_name: str, instance: inputs.Instance) -> bool:
+def no_classes(class_name: str, instance: inputs.InstanceFacts) -> bool:
     """The default `class_matches`: no Instance belongs to any class."""
     return False
 
@@ -72,8 +72,8 @@ _INSTANCES_KEY = "instances.json"
 
 
 def brokers(
-    configuration: inputs.Configuration,
-    instances: Iterable[inputs.Instance],
+    configuration: inputs.ConfigurationFacts,
+    instances: Iterable[inputs.InstanceFacts],
     existing: Sequence[Mapping[str, Any]] = (),
     *,
     prefix: str | None = None,
@@ -121,7 +121,7 @@ def _copy(value: Any) -> Any:
 class _Builder:
     """Bodies of the objects one Configuration owns."""
 
-    def __init__(self, configuration: inputs.Configuration, prefix: str | None) -> None:
+    def __init__(self, configuration: inputs.ConfigurationFacts, prefix: str | None) -> None:
         self.cfg = configuration
         self.override = prefix
         self.prefix = devices.resource_prefix(configuration.api_version, prefix)
@@ -159,7 +159,7 @@ class _Builder:
     def resource(self, instance: str) -> str:
         return names.resource_name(self.prefix, instance)
 
-    def member_resource(self, instance: inputs.Instance) -> str:
+    def member_resource(self, instance: inputs.InstanceFacts) -> str:
         """The resource of a pooled or grouped Instance: one of another Configuration (a group member) is named
         after its own group, as its node's agent names it."""
         if instance.configuration == self.cfg.name:
@@ -205,7 +205,7 @@ class _Builder:
         }
         return plans.Desired(plans.stamped(body), "replace")
 
-    def job(self, instance: inputs.Instance) -> plans.Desired:
+    def job(self, instance: inputs.InstanceFacts) -> plans.Desired:
         spec: dict[str, Any] = _copy(self.cfg.job_spec or {})
         template = spec.get("template")
         template_spec = template.get("spec") if isinstance(template, dict) else None
@@ -222,7 +222,7 @@ class _Builder:
         }
         return plans.Desired(plans.stamped(body), "keep")
 
-    def pool_config_map(self, pool_id: str, node: str, members: Sequence[inputs.Instance]) -> plans.Desired:
+    def pool_config_map(self, pool_id: str, node: str, members: Sequence[inputs.InstanceFacts]) -> plans.Desired:
         listing = [{"name": i.name, "brokerProperties": dict(sorted(i.broker_properties.items()))} for i in members]
         body = {
             "apiVersion": "v1",
@@ -295,7 +295,7 @@ def _conflict(build: _Builder, node: str, broker: str) -> Skip:
     )
 
 
-def _per_node(build: _Builder, own: Sequence[inputs.Instance]) -> Brokers:
+def _per_node(build: _Builder, own: Sequence[inputs.InstanceFacts]) -> Brokers:
     objects: list[plans.Desired] = []
     skips: list[Skip] = []
     for instance in own:
@@ -310,12 +310,12 @@ def _per_node(build: _Builder, own: Sequence[inputs.Instance]) -> Brokers:
     return Brokers(tuple(objects), tuple(skips))
 
 
-def _identity(instance: inputs.Instance) -> Hashable:
+def _identity(instance: inputs.InstanceFacts) -> Hashable:
     """What an Instance's broker bodies depend on (besides the Configuration)."""
     return (instance.namespace, instance.name, instance.uid, instance.api_version, instance.capacity)
 
 
-def _node_pod(build: _Builder, instance: inputs.Instance, node: str, name: str) -> Callable[[], plans.Desired]:
+def _node_pod(build: _Builder, instance: inputs.InstanceFacts, node: str, name: str) -> Callable[[], plans.Desired]:
     def make() -> plans.Desired:
         labels = build.labels(**{names.INSTANCE_LABEL: instance.name, names.NODE_LABEL: node})
         owner = inputs.instance_owner(instance)
@@ -324,7 +324,7 @@ def _node_pod(build: _Builder, instance: inputs.Instance, node: str, name: str) 
     return make
 
 
-def _jobs(build: _Builder, own: Sequence[inputs.Instance], existing: Sequence[Mapping[str, Any]]) -> Brokers:
+def _jobs(build: _Builder, own: Sequence[inputs.InstanceFacts], existing: Sequence[Mapping[str, Any]]) -> Brokers:
     online = {i.name for i in own if i.nodes}
     objects = tuple(build.job(i) for i in own if i.nodes)
     wanted = {d.key for d in objects}
@@ -339,7 +339,7 @@ def _jobs(build: _Builder, own: Sequence[inputs.Instance], existing: Sequence[Ma
     return Brokers(objects, retain=retain)
 
 
-def _deployment(build: _Builder, own: Sequence[inputs.Instance]) -> Brokers:
+def _deployment(build: _Builder, own: Sequence[inputs.InstanceFacts]) -> Brokers:
     cfg = build.cfg
     objects: list[plans.Desired] = []
     skips: list[Skip] = []
@@ -374,7 +374,7 @@ def _deployment(build: _Builder, own: Sequence[inputs.Instance]) -> Brokers:
     return Brokers(tuple(objects), tuple(skips))
 
 
-def _configuration(build: _Builder, own: Sequence[inputs.Instance]) -> Brokers:
+def _configuration(build: _Builder, own: Sequence[inputs.InstanceFacts]) -> Brokers:
     cfg = build.cfg
     if not any(i.nodes for i in own):
         if cfg.replicas:
@@ -394,11 +394,11 @@ def _configuration(build: _Builder, own: Sequence[inputs.Instance]) -> Brokers:
     return Brokers(objects)
 
 
-def _visibility(cfg: inputs.Configuration, instances: Iterable[inputs.Instance]) -> dict[str, frozenset[str]]:
+def _visibility(cfg: inputs.ConfigurationFacts, instances: Iterable[inputs.InstanceFacts]) -> dict[str, frozenset[str]]:
     return {i.name: frozenset(i.nodes) - cfg.conflicts for i in instances}
 
 
-def _conflict_skips(build: _Builder, instances: Iterable[inputs.Instance]) -> list[Skip]:
+def _conflict_skips(build: _Builder, instances: Iterable[inputs.InstanceFacts]) -> list[Skip]:
     seen = sorted({n for i in instances for n in i.nodes if n in build.cfg.conflicts})
     return [_conflict(build, node, f"{build.cfg.name} pools") for node in seen]
 
@@ -425,7 +425,7 @@ def _previous_static(existing: Sequence[Mapping[str, Any]]) -> list[pools.Pool]:
 def _pooled(
     build: _Builder,
     chosen: Iterable[pools.Pool],
-    by_name: Mapping[str, inputs.Instance],
+    by_name: Mapping[str, inputs.InstanceFacts],
     *,
     dynamic_ids: Mapping[pools.Pool, str] | None = None,
 ) -> list[plans.Desired]:
@@ -457,7 +457,7 @@ def _pooled(
 
 
 def _static_pools(
-    build: _Builder, own: Sequence[inputs.Instance], existing: Sequence[Mapping[str, Any]], now: float
+    build: _Builder, own: Sequence[inputs.InstanceFacts], existing: Sequence[Mapping[str, Any]], now: float
 ) -> Brokers:
     cfg = build.cfg
     online = [i for i in own if i.nodes]
@@ -509,7 +509,9 @@ def _previous_dynamic(existing: Sequence[Mapping[str, Any]]) -> dict[int, pools.
     return found
 
 
-def _dynamic_pools(build: _Builder, own: Sequence[inputs.Instance], existing: Sequence[Mapping[str, Any]]) -> Brokers:
+def _dynamic_pools(
+    build: _Builder, own: Sequence[inputs.InstanceFacts], existing: Sequence[Mapping[str, Any]]
+) -> Brokers:
     cfg = build.cfg
     online = [i for i in own if i.nodes]
     by_name = {i.name: i for i in online}
@@ -521,7 +523,7 @@ def _dynamic_pools(build: _Builder, own: Sequence[inputs.Instance], existing: Se
 
 def _groups(
     build: _Builder,
-    everyone: Sequence[inputs.Instance],
+    everyone: Sequence[inputs.InstanceFacts],
     existing: Sequence[Mapping[str, Any]],
     class_matches: ClassMatches,
 ) -> Brokers:

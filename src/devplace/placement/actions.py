@@ -20,10 +20,10 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from devplace.api.fleet import OVERCOMMITTABLE
 from devplace.api.quantity import Quantity
 from devplace.placement.hpa import Consumer, Requirement, optional_fits
 from devplace.placement.inventory import ClusterInventory
+from devplace.placement.requirements import OVERCOMMITTABLE
 
 __all__ = ["patch_manifests", "replicas_of", "target_problems", "warnings", "workload_replicas"]
 

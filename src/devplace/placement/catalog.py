@@ -1,9 +1,9 @@
 """The fleet catalog: EMCO's /v2 hierarchy kept in the devplace store. The I/O shell behind every /v2 CRUD route.
 
-Each object is a cluster-scoped fleet kind (see `devplace.api.fleet`), keyed by a deterministic DNS-1123 encoding of
-its full EMCO path, labelled with its parent's store name, so creating a duplicate is a store-level `AlreadyExists`
-and listing children is one label-selector list. Every write is a compare-and-swap: creates are `store.create`,
-updates and deletes go through `store.cas` (read, decide, write with the resourceVersion read).
+Each object is a cluster-scoped fleet kind (see `devplace.placement.kinds`), keyed by a deterministic DNS-1123
+encoding of its full EMCO path, labelled with its parent's store name, so creating a duplicate is a store-level
+`AlreadyExists` and listing children is one label-selector list. Every write is a compare-and-swap: creates are
+`store.create`, updates and deletes go through `store.cas` (read, decide, write with the resourceVersion read).
 
 "Refuse PUT and DELETE while children exist" without races:
 - Creating a child is (1) check that every ancestor exists, (2) `store.create(child)`, (3) bump a counter annotation
@@ -46,15 +46,19 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from devplace import errors
-from devplace.api import fleet
-from devplace.api.fleet import FleetPath, Level
 from devplace.clocks import Clock, SystemClock
+from devplace.placement import levels
+from devplace.placement.bodies import AppBody, ClusterBody, EmcoBody, GenericAppIntentBody, HpaIntentBody
+from devplace.placement.consumers import HpaConsumerBody
+from devplace.placement.kinds import API_VERSION, CHILD_WRITES_ANNOTATION, DIG_LABEL, PARENT_LABEL
+from devplace.placement.levels import FleetPath, Level
+from devplace.placement.requirements import HpaRequirementBody, Need
 from devplace.store.base import Store
 from devplace.store.cas import DELETE, Delete, cas
 
 __all__ = ["Catalog", "Stored", "Subtree", "cluster_endpoint", "cluster_labels", "dig_state", "manifests_of"]
 
-B = TypeVar("B", bound=fleet.EmcoBody)
+B = TypeVar("B", bound=EmcoBody)
 
 Obj = dict[str, Any]
 
@@ -87,18 +91,18 @@ class Stored(Generic[B]):
         return self.obj["spec"].get("content") or {}
 
 
-def manifests_of(app: Stored[fleet.AppBody]) -> list[Obj]:
+def manifests_of(app: Stored[AppBody]) -> list[Obj]:
     """An app's manifests: inline in its body, or read from the chart archive it was registered with."""
     return list(app.body.manifests) or list(app.content.get("manifests") or [])
 
 
-def cluster_labels(cluster: Stored[fleet.ClusterBody]) -> dict[str, str]:
+def cluster_labels(cluster: Stored[ClusterBody]) -> dict[str, str]:
     """A cluster's labels (`spec.labels`: registered with the body, added or removed over `/labels`)."""
     kept = cluster.obj["spec"].get("labels")
     return dict(kept) if kept is not None else dict(cluster.body.metadata.labels)
 
 
-def cluster_endpoint(cluster: Stored[fleet.ClusterBody]) -> str | None:
+def cluster_endpoint(cluster: Stored[ClusterBody]) -> str | None:
     """Where a cluster's live inventory is read: `spec.endpoint`, else its kubeconfig's server."""
     server = cluster.content.get("server")
     return cluster.body.endpoint or (str(server) if server else None)
@@ -110,13 +114,13 @@ class Subtree:
     objects whose body no longer parses (a plan refuses to run on them)."""
 
     dig: Obj
-    apps: list[Stored[fleet.AppBody]]
+    apps: list[Stored[AppBody]]
     placement_intents: list[FleetPath]
-    app_intents: list[Stored[fleet.GenericAppIntentBody]]
-    hpa_intents: list[Stored[fleet.HpaIntentBody]]
-    consumers: list[Stored[fleet.HpaConsumerBody]]
-    requirements: list[Stored[fleet.HpaRequirementBody]]
-    clusters: list[Stored[fleet.ClusterBody]]
+    app_intents: list[Stored[GenericAppIntentBody]]
+    hpa_intents: list[Stored[HpaIntentBody]]
+    consumers: list[Stored[HpaConsumerBody]]
+    requirements: list[Stored[HpaRequirementBody]]
+    clusters: list[Stored[ClusterBody]]
     problems: list[str]
 
 
@@ -143,8 +147,8 @@ def typed(level: Level, model: type[B], obj: Obj, problems: list[str] | None = N
     return Stored(path, body, obj)
 
 
-def _need(obj: Mapping[str, Any]) -> fleet.Need:
-    return fleet.HpaRequirementBody.parse(obj["spec"]["emco"]).need
+def _need(obj: Mapping[str, Any]) -> Need:
+    return HpaRequirementBody.parse(obj["spec"]["emco"]).need
 
 
 def _claim(obj: Mapping[str, Any]) -> str | None:
@@ -175,9 +179,9 @@ def _unmarked(obj: Mapping[str, Any]) -> Obj:
     return out
 
 
-def _claims_anew(body: fleet.EmcoBody, current: Mapping[str, Any] | None) -> bool:
+def _claims_anew(body: EmcoBody, current: Mapping[str, Any] | None) -> bool:
     """Whether writing `body` over `current` (None: a create) must go through `_settle`."""
-    if not isinstance(body, fleet.HpaRequirementBody) or not body.need.allocatable:
+    if not isinstance(body, HpaRequirementBody) or not body.need.allocatable:
         return False
     return current is None or _pending(current) or _claim(current) != body.need.name
 
@@ -186,13 +190,13 @@ def _bumped(current: Mapping[str, Any]) -> Obj:
     """`current` with its child-writes counter one higher."""
     out = copy.deepcopy(dict(current))
     annotations = _annotations(out)
-    annotations[fleet.CHILD_WRITES_ANNOTATION] = str(int(annotations.get(fleet.CHILD_WRITES_ANNOTATION, 0)) + 1)
+    annotations[CHILD_WRITES_ANNOTATION] = str(int(annotations.get(CHILD_WRITES_ANNOTATION, 0)) + 1)
     out["metadata"]["annotations"] = annotations
     return out
 
 
 def child_writes(obj: Mapping[str, Any]) -> str:
-    return _annotations(obj).get(fleet.CHILD_WRITES_ANNOTATION, "0")
+    return _annotations(obj).get(CHILD_WRITES_ANNOTATION, "0")
 
 
 def _restored(obj: Mapping[str, Any]) -> Obj | Delete:
@@ -205,7 +209,7 @@ def _restored(obj: Mapping[str, Any]) -> Obj | Delete:
     return restored
 
 
-def _relabelled(current: Mapping[str, Any], body: fleet.ClusterBody) -> dict[str, str]:
+def _relabelled(current: Mapping[str, Any], body: ClusterBody) -> dict[str, str]:
     """A replaced cluster's labels: the new body's, plus those added over `/labels` (not from the old body)."""
     old_body = (current["spec"]["emco"].get("metadata") or {}).get("labels") or {}
     if isinstance(old_body, list):
@@ -262,7 +266,7 @@ class Catalog:
 
     async def children(self, level: Level, parent_name: str) -> list[Obj]:
         """Stored objects of `level` whose parent has store name `parent_name`, in path order."""
-        return await self._labelled(level, fleet.PARENT_LABEL, parent_name)
+        return await self._labelled(level, PARENT_LABEL, parent_name)
 
     async def _labelled(self, level: Level, label: str, value: str) -> list[Obj]:
         listed = await self.store.list(level.kind, "", f"{label}={value}")
@@ -300,42 +304,40 @@ class Catalog:
         listed = await self.store.list(level.kind, "")
         return sorted(listed.items, key=path_of)
 
-    async def all_clusters(self) -> list[Stored[fleet.ClusterBody]]:
+    async def all_clusters(self) -> list[Stored[ClusterBody]]:
         """Every registered cluster, typed (one whose body no longer parses is left out)."""
-        objs = await self.all_of_kind(fleet.CLUSTER)
-        return [c for c in (typed(fleet.CLUSTER, fleet.ClusterBody, o, []) for o in objs) if c is not None]
+        objs = await self.all_of_kind(levels.CLUSTER)
+        return [c for c in (typed(levels.CLUSTER, ClusterBody, o, []) for o in objs) if c is not None]
 
-    async def clusters(self, provider: str) -> list[Stored[fleet.ClusterBody]]:
+    async def clusters(self, provider: str) -> list[Stored[ClusterBody]]:
         """The provider's clusters, typed (404 if the provider does not exist)."""
-        await self.read(fleet.CLUSTER_PROVIDER, (provider,))
-        objs = await self.children(fleet.CLUSTER, fleet.CLUSTER_PROVIDER.store_name((provider,)))
-        return [c for c in (typed(fleet.CLUSTER, fleet.ClusterBody, o) for o in objs) if c is not None]
+        await self.read(levels.CLUSTER_PROVIDER, (provider,))
+        objs = await self.children(levels.CLUSTER, levels.CLUSTER_PROVIDER.store_name((provider,)))
+        return [c for c in (typed(levels.CLUSTER, ClusterBody, o) for o in objs) if c is not None]
 
     async def subtree(self, dig_path: tuple[str, ...]) -> Subtree:
-        level = fleet.DEPLOYMENT_INTENT_GROUP
+        level = levels.DEPLOYMENT_INTENT_GROUP
         dig = await self.read(level, dig_path)
         name = level.store_name(dig_path)
-        capp = fleet.COMPOSITE_APP.store_name(dig_path[:3])
+        capp = levels.COMPOSITE_APP.store_name(dig_path[:3])
         problems: list[str] = []
 
         def each(lvl: Level, model: type[B], objs: list[Obj]) -> list[Stored[B]]:
             return [t for t in (typed(lvl, model, o, problems) for o in objs) if t is not None]
 
         async def below(lvl: Level) -> list[Obj]:
-            return await self._labelled(lvl, fleet.DIG_LABEL, name)
+            return await self._labelled(lvl, DIG_LABEL, name)
 
-        gpis = await below(fleet.GENERIC_PLACEMENT_INTENT)
+        gpis = await below(levels.GENERIC_PLACEMENT_INTENT)
         return Subtree(
             dig=dig,
-            apps=each(fleet.APP, fleet.AppBody, await self.children(fleet.APP, capp)),
-            placement_intents=[FleetPath(fleet.GENERIC_PLACEMENT_INTENT, path_of(o)) for o in gpis],
-            app_intents=each(
-                fleet.GENERIC_APP_INTENT, fleet.GenericAppIntentBody, await below(fleet.GENERIC_APP_INTENT)
-            ),
-            hpa_intents=each(fleet.HPA_INTENT, fleet.HpaIntentBody, await below(fleet.HPA_INTENT)),
-            consumers=each(fleet.HPA_CONSUMER, fleet.HpaConsumerBody, await below(fleet.HPA_CONSUMER)),
-            requirements=each(fleet.HPA_REQUIREMENT, fleet.HpaRequirementBody, await below(fleet.HPA_REQUIREMENT)),
-            clusters=each(fleet.CLUSTER, fleet.ClusterBody, await self.all_of_kind(fleet.CLUSTER)),
+            apps=each(levels.APP, AppBody, await self.children(levels.APP, capp)),
+            placement_intents=[FleetPath(levels.GENERIC_PLACEMENT_INTENT, path_of(o)) for o in gpis],
+            app_intents=each(levels.GENERIC_APP_INTENT, GenericAppIntentBody, await below(levels.GENERIC_APP_INTENT)),
+            hpa_intents=each(levels.HPA_INTENT, HpaIntentBody, await below(levels.HPA_INTENT)),
+            consumers=each(levels.HPA_CONSUMER, HpaConsumerBody, await below(levels.HPA_CONSUMER)),
+            requirements=each(levels.HPA_REQUIREMENT, HpaRequirementBody, await below(levels.HPA_REQUIREMENT)),
+            clusters=each(levels.CLUSTER, ClusterBody, await self.all_of_kind(levels.CLUSTER)),
             problems=problems,
         )
 
@@ -347,28 +349,28 @@ class Catalog:
             raise errors.Invalid(f"{level.title}: expected a path of {len(level.all_params)} names")
 
     @staticmethod
-    def _wire(level: Level, path: tuple[str, ...], raw: Obj, body: fleet.EmcoBody, content: Obj | None) -> Obj:
+    def _wire(level: Level, path: tuple[str, ...], raw: Obj, body: EmcoBody, content: Obj | None) -> Obj:
         labels: dict[str, str] = {}
         if level.parent is not None:
-            labels[fleet.PARENT_LABEL] = level.parent.store_name(path[: level.parent_width])
+            labels[PARENT_LABEL] = level.parent.store_name(path[: level.parent_width])
         if level.under_dig:
-            dig = FleetPath(level, path).up(fleet.DEPLOYMENT_INTENT_GROUP)
-            labels[fleet.DIG_LABEL] = fleet.DEPLOYMENT_INTENT_GROUP.store_name(dig.names)
+            dig = FleetPath(level, path).up(levels.DEPLOYMENT_INTENT_GROUP)
+            labels[DIG_LABEL] = levels.DEPLOYMENT_INTENT_GROUP.store_name(dig.names)
         meta: Obj = {"name": level.store_name(path)}
         if labels:
             meta["labels"] = labels
         spec: Obj = {"path": list(path), "emco": copy.deepcopy(raw)}
         if content is not None:
             spec["content"] = content
-        if isinstance(body, fleet.ClusterBody):
+        if isinstance(body, ClusterBody):
             spec["labels"] = dict(body.metadata.labels)
-        return {"apiVersion": fleet.API_VERSION, "kind": level.kind, "metadata": meta, "spec": spec}
+        return {"apiVersion": API_VERSION, "kind": level.kind, "metadata": meta, "spec": spec}
 
-    async def _check_rules(self, level: Level, path: tuple[str, ...], body: fleet.EmcoBody, parents: list[Obj]) -> None:
+    async def _check_rules(self, level: Level, path: tuple[str, ...], body: EmcoBody, parents: list[Obj]) -> None:
         """Rules that read other objects (a requirement and its consumer, its siblings)."""
-        if not isinstance(body, fleet.HpaRequirementBody) or not body.need.allocatable:
+        if not isinstance(body, HpaRequirementBody) or not body.need.allocatable:
             return
-        consumer = typed(fleet.HPA_CONSUMER, fleet.HpaConsumerBody, parents[-1])
+        consumer = typed(levels.HPA_CONSUMER, HpaConsumerBody, parents[-1])
         assert consumer is not None
         if consumer.body.workload.container is None:
             raise errors.Invalid.field(
@@ -378,7 +380,7 @@ class Catalog:
             )
         need = body.need
         for sibling in await self.children(level, consumer.obj["metadata"]["name"]):
-            other = typed(level, fleet.HpaRequirementBody, sibling)
+            other = typed(level, HpaRequirementBody, sibling)
             assert other is not None
             if other.body.need.allocatable and other.body.need.name == need.name and other.name != body.name:
                 raise errors.Invalid.field(
@@ -404,9 +406,9 @@ class Catalog:
         if parent is None:
             return
         await self._bump(parent, path[: level.parent_width])
-        if level.under_dig and parent is not fleet.DEPLOYMENT_INTENT_GROUP:
-            dig = FleetPath(level, path).up(fleet.DEPLOYMENT_INTENT_GROUP)
-            await self._bump(fleet.DEPLOYMENT_INTENT_GROUP, dig.names)
+        if level.under_dig and parent is not levels.DEPLOYMENT_INTENT_GROUP:
+            dig = FleetPath(level, path).up(levels.DEPLOYMENT_INTENT_GROUP)
+            await self._bump(levels.DEPLOYMENT_INTENT_GROUP, dig.names)
 
     async def create(self, level: Level, parent_path: tuple[str, ...], raw: Any, *, content: Obj | None = None) -> Obj:
         """POST: 400 for a bad body, 404 for a missing ancestor, 409 for a duplicate; returns the body as sent.
@@ -430,7 +432,7 @@ class Catalog:
             await self._withdraw(level, stored)
             raise errors.NotFound(f"{e.message} (deleted while {level.describe(path)} was being created)") from e
         if settle:
-            assert isinstance(body, fleet.HpaRequirementBody)
+            assert isinstance(body, HpaRequirementBody)
             stored = await self._settle(path, body, stored)
         return view(stored)
 
@@ -439,12 +441,12 @@ class Catalog:
         with contextlib.suppress(errors.NotFound):
             await self._cas(level, stored["metadata"]["name"], lambda _: DELETE, first=stored)
 
-    async def _settle(self, path: tuple[str, ...], body: fleet.HpaRequirementBody, stored: Obj) -> Obj:
+    async def _settle(self, path: tuple[str, ...], body: HpaRequirementBody, stored: Obj) -> Obj:
         """Confirm the pending claim `stored` makes on an allocatable resource, or undo it and refuse (409): see the
         module docstring. Returns the confirmed object."""
-        level = fleet.HPA_REQUIREMENT
+        level = levels.HPA_REQUIREMENT
         resource = body.need.name
-        consumer = fleet.HPA_CONSUMER.store_name(path[:-1])
+        consumer = levels.HPA_CONSUMER.store_name(path[:-1])
         rivals = [
             o
             for o in await self.children(level, consumer)
@@ -485,20 +487,20 @@ class Catalog:
 
     def _duplicate(self, path: tuple[str, ...], resource: str, winner: Obj) -> errors.Refused:
         return errors.Refused(
-            f"{fleet.HPA_REQUIREMENT.describe(path)} refused: hpa resource consumer {path[-2]!r} already has "
+            f"{levels.HPA_REQUIREMENT.describe(path)} refused: hpa resource consumer {path[-2]!r} already has "
             f"requirement {path_of(winner)[-1]!r} for {resource} (written concurrently)"
         )
 
     async def _undone(self, path: tuple[str, ...], resource: str) -> errors.DevplaceError:
         """The error for a write that a rival undid: 409 naming the rival that holds the resource now."""
-        for other in await self.children(fleet.HPA_REQUIREMENT, fleet.HPA_CONSUMER.store_name(path[:-1])):
+        for other in await self.children(levels.HPA_REQUIREMENT, levels.HPA_CONSUMER.store_name(path[:-1])):
             if path_of(other) != path and _claim(other) == resource:
                 return self._duplicate(path, resource, other)
-        return errors.Conflict(f"{fleet.HPA_REQUIREMENT.describe(path)} was changed concurrently; retry")
+        return errors.Conflict(f"{levels.HPA_REQUIREMENT.describe(path)} was changed concurrently; retry")
 
     async def _undo_own(self, mine: Obj) -> None:
         """Undo this writer's pending write, even if the object was rewritten meanwhile, then bump the parents."""
-        level = fleet.HPA_REQUIREMENT
+        level = levels.HPA_REQUIREMENT
         if json.loads(_annotations(mine)[PENDING_ANNOTATION]) is None:
             await self._withdraw(level, mine)
         else:
@@ -513,7 +515,7 @@ class Catalog:
     async def _touch_parents_after_undo(self, path: tuple[str, ...]) -> None:
         """Bump the parents again so a plan read while the undone write was visible cannot be committed."""
         try:
-            await self._touch_parents(fleet.HPA_REQUIREMENT, path)
+            await self._touch_parents(levels.HPA_REQUIREMENT, path)
         except errors.NotFound:
             pass  # the parent went meanwhile: nothing is left to keep consistent
 
@@ -565,7 +567,7 @@ class Catalog:
                 # keep the undo of a write still pending on this object: it restores the confirmed body
                 previous = json.loads(_annotations(current)[PENDING_ANNOTATION]) if _pending(current) else view(current)
                 _mark(updated, previous)
-            if isinstance(body, fleet.ClusterBody):
+            if isinstance(body, ClusterBody):
                 updated["spec"]["labels"] = _relabelled(current, body)
             if content is not None:
                 updated["spec"]["content"] = content
@@ -581,7 +583,7 @@ class Catalog:
         except errors.NotFound:
             pass  # cannot happen: a delete of the parent would have found this child and refused
         if _pending(stored):
-            assert isinstance(body, fleet.HpaRequirementBody)
+            assert isinstance(body, HpaRequirementBody)
             stored = await self._settle(path, body, stored)
         return view(stored), False
 
@@ -592,7 +594,7 @@ class Catalog:
 
         def decide(current: Obj) -> Delete:
             self._children_unchanged(level, path, "deleted", seen, current)
-            if level is fleet.DEPLOYMENT_INTENT_GROUP and dig_state(current) == "Instantiated":
+            if level is levels.DEPLOYMENT_INTENT_GROUP and dig_state(current) == "Instantiated":
                 raise errors.Refused(f"{level.describe(path)} is instantiated; terminate it before deleting it")
             return DELETE
 

@@ -23,8 +23,9 @@ from typing import Any
 import yaml
 
 from devplace import errors
-from devplace.api import fleet, manifests
+from devplace.api import manifests
 from devplace.api.manifests import parse_documents
+from devplace.placement.bodies import check_manifests
 
 __all__ = ["MAX_CHART_BYTES", "chart_manifests", "kubeconfig_server"]
 
@@ -99,7 +100,7 @@ def chart_manifests(data: bytes, filename: str = "chart") -> list[dict[str, Any]
     if not docs:
         raise _invalid(f"{filename}: no manifests under {root + '/' if root else ''}templates/")
     try:
-        fleet.check_manifests(docs, lambda i: origin[i])
+        check_manifests(docs, lambda i: origin[i])
     except ValueError as e:
         raise _invalid(str(e)) from e
     return docs

@@ -33,10 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from devplace.api import fleet
 from devplace.api.quantity import Quantity
 from devplace.placement.candidates import Candidate, Reason
 from devplace.placement.inventory import ClusterInventory, ClusterRef
+from devplace.placement.requirements import HpaRequirementBody, requirement_quantities
 
 __all__ = [
     "Consumer",
@@ -86,11 +86,11 @@ class Requirement:
         return 0 if amount is None else amount.milli_value()
 
     @classmethod
-    def from_body(cls, body: fleet.HpaRequirementBody) -> Requirement:
+    def from_body(cls, body: HpaRequirementBody) -> Requirement:
         need = body.need
         if not need.allocatable:
             return cls(need.name, body.name, need.mandatory, need.weight or 1, False, value=need.value)
-        requests, limits = fleet.requirement_quantities(need)
+        requests, limits = requirement_quantities(need)
         return cls(need.name, body.name, need.mandatory, need.weight or 1, True, requests, limits)
 
     def describe(self) -> str:

@@ -15,8 +15,7 @@ Objects whose parent is not in the subtree (an orphan left by an interrupted cre
 
 from __future__ import annotations
 
-from devplace.api import fleet
-from devplace.placement import actions
+from devplace.placement import actions, bodies
 from devplace.placement.catalog import Subtree, manifests_of
 from devplace.placement.controllers import PlacementContext
 from devplace.placement.generic import AppIntent, ClusterSelector
@@ -25,7 +24,7 @@ from devplace.placement.hpa import Consumer, Requirement
 __all__ = ["resolve"]
 
 
-def _selector(s: fleet.ClusterSelector) -> ClusterSelector:
+def _selector(s: bodies.ClusterSelector) -> ClusterSelector:
     return ClusterSelector(s.cluster_provider, s.cluster, s.cluster_label)
 
 

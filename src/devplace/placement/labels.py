@@ -21,15 +21,17 @@ from typing import Any
 import pydantic
 
 from devplace import errors
-from devplace.api import fleet
 from devplace.api.meta import invalid_from
+from devplace.placement import levels
+from devplace.placement.bodies import ClusterLabelBody
 from devplace.placement.catalog import Catalog
+from devplace.placement.names import cluster_label_text, split_cluster_label
 from devplace.store.cas import cas
 
 __all__ = ["ClusterLabels", "label_added", "label_removed", "label_set", "labels_of"]
 
 Obj = dict[str, Any]
-CLUSTER = fleet.CLUSTER
+CLUSTER = levels.CLUSTER
 Change = Callable[[Obj, str, str], Obj]
 
 
@@ -43,7 +45,7 @@ def labels_of(cluster: Obj) -> dict[str, str]:
 
 
 def _find(labels: dict[str, str], text: str, where: str) -> str:
-    key, value = fleet.split_cluster_label(text)
+    key, value = split_cluster_label(text)
     if key not in labels or (value is not None and labels[key] != value):
         raise errors.NotFound(f'{where} has no label "{text}"')
     return key
@@ -58,9 +60,9 @@ def _with_labels(cluster: Obj, labels: dict[str, str]) -> Obj:
 def label_added(cluster: Obj, text: str, where: str) -> Obj:
     """The stored cluster with label `text` added; `AlreadyExists` if its key is taken."""
     labels = labels_of(cluster)
-    key, value = fleet.split_cluster_label(text)
+    key, value = split_cluster_label(text)
     if key in labels:
-        held = fleet.cluster_label_text(key, labels[key])
+        held = cluster_label_text(key, labels[key])
         raise errors.AlreadyExists(
             f'{where} already has label "{held}"' if held == text else f'{where} already has label "{held}" for {key}'
         )
@@ -71,7 +73,7 @@ def label_added(cluster: Obj, text: str, where: str) -> Obj:
 def label_set(cluster: Obj, text: str, where: str) -> Obj:
     """The stored cluster with label `text` set, replacing any value its key had."""
     labels = labels_of(cluster)
-    key, value = fleet.split_cluster_label(text)
+    key, value = split_cluster_label(text)
     labels[key] = value or ""
     return _with_labels(cluster, labels)
 
@@ -83,11 +85,11 @@ def label_removed(cluster: Obj, text: str, where: str) -> Obj:
     return _with_labels(cluster, labels)
 
 
-def _parse(raw: Any) -> fleet.ClusterLabelBody:
+def _parse(raw: Any) -> ClusterLabelBody:
     if not isinstance(raw, dict):
         raise errors.Invalid.field("", f"the body must be a JSON object, not {type(raw).__name__}")
     try:
-        return fleet.ClusterLabelBody.model_validate(raw)
+        return ClusterLabelBody.model_validate(raw)
     except pydantic.ValidationError as e:
         raise invalid_from(e) from e
 
@@ -132,12 +134,12 @@ class ClusterLabels:
 
     async def list_all(self, path: tuple[str, ...]) -> list[Obj]:
         labels = labels_of(await self.catalog.read(CLUSTER, path))
-        return [{"clusterLabel": fleet.cluster_label_text(k, v)} for k, v in sorted(labels.items())]
+        return [{"clusterLabel": cluster_label_text(k, v)} for k, v in sorted(labels.items())]
 
     async def get(self, path: tuple[str, ...], text: str) -> Obj:
         labels = labels_of(await self.catalog.read(CLUSTER, path))
         key = _find(labels, text, CLUSTER.describe(path))
-        return {"clusterLabel": fleet.cluster_label_text(key, labels[key])}
+        return {"clusterLabel": cluster_label_text(key, labels[key])}
 
     async def delete(self, path: tuple[str, ...], text: str) -> None:
         await self._change(path, label_removed, text)

@@ -28,7 +28,8 @@ from urllib.parse import quote
 import httpx2
 
 from devplace import errors
-from devplace.api import fleet, registry
+from devplace.api import registry
+from devplace.placement.kinds import DIG_LABEL
 
 __all__ = ["ResourceRecord", "apply_all", "read_all", "remove_all"]
 
@@ -133,7 +134,7 @@ def _message(response: httpx2.Response) -> str:
 
 
 def _owned(obj: Mapping[str, Any], owner: str) -> bool:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(fleet.DIG_LABEL) == owner
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(DIG_LABEL) == owner
 
 
 async def _apply_one(
@@ -143,7 +144,7 @@ async def _apply_one(
     meta = obj.setdefault("metadata", {})
     if record.namespace is not None:
         meta["namespace"] = record.namespace
-    meta["labels"] = {**(meta.get("labels") or {}), fleet.DIG_LABEL: owner}
+    meta["labels"] = {**(meta.get("labels") or {}), DIG_LABEL: owner}
     created = await client.post(base + _collection(record), json=obj)
     if created.status_code in (200, 201):
         return replace(record, deployed_status="Applied")

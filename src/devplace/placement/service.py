@@ -41,9 +41,9 @@ from typing import Any
 import httpx2
 
 from devplace import errors
-from devplace.api import fleet
 from devplace.clocks import Clock, SystemClock
-from devplace.placement import actions, intents, members, reports
+from devplace.placement import actions, intents, levels, members, reports
+from devplace.placement.bodies import ClusterBody, DeploymentIntentGroupBody
 from devplace.placement.catalog import Catalog, Stored, cluster_endpoint, cluster_labels, dig_state
 from devplace.placement.combiner import Decision, combine
 from devplace.placement.controllers import PlacementContext, PlacementController, default_controllers, run_controllers
@@ -54,7 +54,7 @@ from devplace.store.cas import Decide, cas
 
 __all__ = ["PlacementService"]
 
-DIG = fleet.DEPLOYMENT_INTENT_GROUP
+DIG = levels.DEPLOYMENT_INTENT_GROUP
 Obj = dict[str, Any]
 Endpoints = dict[tuple[str, str], str | None]
 
@@ -79,7 +79,7 @@ class PlacementService:
 
     # -- reading the fleet ------------------------------------------------------------------------------------
 
-    async def _inventories(self, clusters: Sequence[Stored[fleet.ClusterBody]]) -> tuple[ClusterInventory, ...]:
+    async def _inventories(self, clusters: Sequence[Stored[ClusterBody]]) -> tuple[ClusterInventory, ...]:
         static: dict[ClusterRef, ClusterInventory] = {}
         live: list[tuple[ClusterRef, dict[str, str], str]] = []
         for cluster in clusters:
@@ -271,10 +271,10 @@ class PlacementService:
         """EMCO's status result (see `reports.emco_status`)."""
         query = query or reports.StatusQuery()
         dig = await self.catalog.read(DIG, dig_path)
-        body = fleet.DeploymentIntentGroupBody.parse(dig["spec"]["emco"])
+        body = DeploymentIntentGroupBody.parse(dig["spec"]["emco"])
         extra = body.spec.model_extra if body.spec is not None else None
         profile = (extra or {}).get("compositeProfile") or (extra or {}).get("profile") or ""
-        path = fleet.FleetPath(DIG, dig_path)
+        path = levels.FleetPath(DIG, dig_path)
         head = {
             "project": path["project"],
             "compositeApp": path["compositeApp"],

@@ -1,11 +1,11 @@
 """The scheduling decision for one pod: filter nodes, score the feasible ones, select devices, bind.
 
-Pure over plain data: `schedule_one(pod, cluster, assumed, config, start)` reads a `Cluster` snapshot (nodes, the
+Pure over plain data: `schedule_one(pod, cluster, assumed, config, start)` reads a `Snapshot` snapshot (nodes, the
 device index, resolved classes) and the `Assumed` cache, and returns a `Binding` or an `Unschedulable`; it changes
 nothing. The caller (the shell, or `schedule_burst`) records a binding with `assumed.assume(...)` before deciding the
 next pod, so a burst of decisions never double-books a slot or node capacity before the bindings are observed.
 
-The snapshot is taken as a prebuilt `Cluster` (not loose nodes, devices and classes) so the class -> matching devices
+The snapshot is taken as a prebuilt `Snapshot` (not loose nodes, devices and classes) so the class -> matching devices
 per node index is built once per snapshot, not once per pod.
 
 How many nodes are evaluated follows kube-scheduler's `percentageOfNodesToScore`: filtering stops once enough
@@ -36,10 +36,10 @@ from devplace.scheduler.selection import DeviceIndex, Pick, Refusal, select_devi
 
 __all__ = [
     "Binding",
-    "Cluster",
     "Config",
     "Memo",
     "NodeVerdict",
+    "Snapshot",
     "Unschedulable",
     "nodes_to_find",
     "schedule_burst",
@@ -69,7 +69,7 @@ def nodes_to_find(total: int, percentage: int | None = None) -> int:
 
 
 @dataclass(frozen=True)
-class Cluster:
+class Snapshot:
     """One snapshot: nodes in name order, the device index, resolved classes."""
 
     nodes: tuple[NodeInfo, ...]
@@ -79,7 +79,7 @@ class Cluster:
     @classmethod
     def build(
         cls, nodes: Iterable[NodeInfo], devices: Iterable[Device], classes: Mapping[str, ResolvedClass]
-    ) -> Cluster:
+    ) -> Snapshot:
         return cls(tuple(sorted(nodes, key=lambda n: n.name)), DeviceIndex(devices, classes), dict(classes))
 
 
@@ -151,14 +151,14 @@ class Memo:
     __slots__ = ("_assumed", "_cluster", "_config", "_epoch", "_tables")
 
     def __init__(self) -> None:
-        self._cluster: Cluster | None = None
+        self._cluster: Snapshot | None = None
         self._assumed: Assumed | None = None
         self._config: Config | None = None
         self._epoch = -1
         self._tables: dict[Hashable, dict[str, tuple[int, str | None, int | None]]] = {}
 
     def table(
-        self, pod: PodInfo, strategies: Mapping[str, Strategy], cluster: Cluster, assumed: Assumed, config: Config
+        self, pod: PodInfo, strategies: Mapping[str, Strategy], cluster: Snapshot, assumed: Assumed, config: Config
     ) -> dict[str, tuple[int, str | None, int | None]]:
         """node -> (generation, reason, score or None if not computed yet) for pods asking what `pod` asks."""
         if cluster is not self._cluster or assumed is not self._assumed or config is not self._config:
@@ -183,7 +183,7 @@ class Memo:
 
 def schedule_one(
     pod: PodInfo,
-    cluster: Cluster,
+    cluster: Snapshot,
     assumed: Assumed,
     config: Config = Config(),
     start: int = 0,
@@ -322,7 +322,7 @@ def _best(pod: PodInfo, feasible: Sequence[NodeInfo], context: Context, scores: 
 
 
 def schedule_burst(
-    pods: Iterable[PodInfo], cluster: Cluster, assumed: Assumed, config: Config = Config(), start: int = 0
+    pods: Iterable[PodInfo], cluster: Snapshot, assumed: Assumed, config: Config = Config(), start: int = 0
 ) -> list[Binding | Unschedulable]:
     """Decide pods one after another in `pending_order`, assuming each binding before the next decision.
 

@@ -29,7 +29,7 @@ __all__ = [
     "Context",
     "Filter",
     "NodeCheck",
-    "Unschedulable",
+    "NodeUnschedulable",
 ]
 
 NodeCheck = Callable[[NodeInfo], str | None]
@@ -52,7 +52,7 @@ class Filter(Protocol):
     def prepare(self, pod: PodInfo, context: Context) -> NodeCheck | None: ...
 
 
-class Unschedulable:
+class NodeUnschedulable:
     """Nodes marked `spec.unschedulable` (cordoned) take no new pods."""
 
     name = "NodeUnschedulable"
@@ -158,7 +158,7 @@ class ResourceClassFit:
 
 
 DEFAULT_FILTERS: tuple[Filter, ...] = (
-    Unschedulable(),
+    NodeUnschedulable(),
     NodeSelectorFit(),
     PodCountFit(),
     ResourcesFit(),

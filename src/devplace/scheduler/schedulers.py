@@ -10,7 +10,7 @@ values of the decision core (`pod_info`, `node_info`, `device_of`, `resolve_each
   re-queue nothing, so there are no write storms.
 
 The worker takes what is queued (at most `BURST_LIMIT` pods, the first in `pending_order`) and decides it as one burst
-over one snapshot (`Cluster`, built once per burst and cached while nothing changed), in `pending_order`, each
+over one snapshot (`Snapshot`, built once per burst and cached while nothing changed), in `pending_order`, each
 decision assumed (`Assumed`) before the next.
 Then the writes, concurrently:
 - a binding is ONE cas on the Pod: `spec.nodeName`, the `resClass_<class>_<device>=<qty>` annotations and condition
@@ -54,9 +54,9 @@ from devplace.scheduler.classes import (
 )
 from devplace.scheduler.decisions import (
     Binding,
-    Cluster,
     Config,
     NodeVerdict,
+    Snapshot,
     Unschedulable,
     schedule_burst,
     schedule_one,
@@ -277,7 +277,7 @@ class Scheduler:
         self._quiet = asyncio.Event()
         """Set while the decision loop waits for work: class status is computed then, not in a binding storm."""
         self._resolved: tuple[dict[str, ResolvedClass], dict[str, errors.Invalid]] | None = None
-        self._cluster: Cluster | None = None
+        self._cluster: Snapshot | None = None
         self._index: DeviceIndex | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -320,7 +320,7 @@ class Scheduler:
     def ours(self, pod: PodState) -> bool:
         return pod.scheduler_name is None or pod.scheduler_name == self.name
 
-    def snapshot(self) -> Cluster:
+    def snapshot(self) -> Snapshot:
         """The cluster as the informers show it now (nodes with their bound pods, devices with their bound slots,
         classes); cached until something it reads changes."""
         if self._cluster is None:
@@ -331,7 +331,7 @@ class Scheduler:
                 self._index = DeviceIndex(devices, resolved, self._matches)
                 for name, matched in self._index.classes_of.items():
                     self._matches[name] = matched
-            self._cluster = Cluster(nodes, self._index, resolved)
+            self._cluster = Snapshot(nodes, self._index, resolved)
         return self._cluster
 
     def explain(self, pod_key: str) -> list[NodeVerdict]:
@@ -760,10 +760,10 @@ def _configuration_of(instance: Mapping[str, Any]) -> ObjKey:
     return (str(meta.get("namespace") or ""), str((instance.get("spec") or {}).get("configurationName") or ""))
 
 
-def _without(cluster: Cluster, state: PodState) -> Cluster:
+def _without(cluster: Snapshot, state: PodState) -> Snapshot:
     """`cluster` with a bound pod's requests taken off its node (device slots stay: explain is about nodes)."""
     assert state.info is not None
     nodes = tuple(
         replace(n, requested=n.requested - state.info.requests) if n.name == state.node else n for n in cluster.nodes
     )
-    return Cluster(nodes, cluster.devices, cluster.classes)
+    return Snapshot(nodes, cluster.devices, cluster.classes)

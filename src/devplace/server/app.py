@@ -1,7 +1,7 @@
 """The devplace API server: one FastAPI app over one `Store`.
 
 `create_app(store)` mounts the Kubernetes-style resource API (`devplace.server.resources`), the EMCO-style fleet
-API under /v2 (`devplace.server.fleet`), `/healthz` and `/version`. The app does not own the store: whoever opened
+API under /v2 (`devplace.server.emco`), `/healthz` and `/version`. The app does not own the store: whoever opened
 it closes it (the `devplace server` command does so after uvicorn stops).
 
 Errors: every failure becomes a `Status` body through `devplace.server.errors` in one exception handler, in the
@@ -42,9 +42,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+import devplace.placement  # noqa: F401  (registers the fleet kinds, which the resource API serves too)
 from devplace import __version__, errors
 from devplace.clocks import Clock
-from devplace.server import authn, discoveries, fleet, guards, limits, openapis, patches, resources
+from devplace.server import authn, discoveries, emco, guards, limits, openapis, patches, resources
 from devplace.server import errors as http_errors
 from devplace.server.bodies import BodyGuard
 from devplace.store.base import Store
@@ -222,7 +223,7 @@ def create_app(
     app.include_router(discoveries.router())
     app.include_router(openapis.router())
     if fleet_api:
-        app.include_router(fleet.router(store))
+        app.include_router(emco.router(store))
     return app
 
 

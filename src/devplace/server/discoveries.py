@@ -24,8 +24,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from devplace import errors
-from devplace.api import openapis, subresources
-from devplace.api.openapis import Served
+from devplace.kubeapi import openapis, subresources
+from devplace.kubeapi.openapis import Served
 from devplace.server.resources import KubeStatus
 
 __all__ = [

@@ -1,10 +1,10 @@
 """`/openapi/v2` and `/openapi/v3`: the resource API described the way kubectl reads it.
 
-The documents are generated once per process by `devplace.api.openapis` (from the kind registry), on the first
+The documents are generated once per process by `devplace.kubeapi.openapis` (from the kind registry), on the first
 request for them and in a worker thread (about 0.2 s, which the event loop and its open watches do not wait for);
 this module only negotiates and caches, as the apiserver does:
 
-- `/openapi/v2`: gnostic protobuf (`devplace.api.gnostics`) to a client that asks for
+- `/openapi/v2`: gnostic protobuf (`devplace.kubeapi.gnostics`) to a client that asks for
   `application/com.github.proto-openapi.spec.v2@v1.0+protobuf` (kubectl: validation, `explain
   --output=plaintext-openapiv2`), served as `...spec.v2.v1.0+protobuf` as the apiserver does (the `@` is no valid
   media type character); JSON to a client that asks for JSON or anything; 406 otherwise. An `ETag` per
@@ -28,7 +28,7 @@ import hashlib
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from devplace.api import gnostics, openapis
+from devplace.kubeapi import gnostics, openapis
 from devplace.server import errors as http_errors
 
 __all__ = ["PROTOBUF_V2", "router"]

@@ -37,9 +37,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from devplace import errors
-from devplace.api import fieldtypes, managedfields, patches, registry, subresources
-from devplace.api.managedfields import same
+from devplace.api import registry
 from devplace.clocks import Clock, SystemClock
+from devplace.kubeapi import fieldtypes, managedfields, patches, subresources
+from devplace.kubeapi.managedfields import same
 from devplace.scheduler import admissions as admission
 from devplace.server.bodies import decode_body
 from devplace.server.resources import (

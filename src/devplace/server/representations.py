@@ -8,7 +8,7 @@ reads as JSON too). Media types devplace does not serve (protobuf,
 YAML, `as=PartialObjectMetadata`) are passed over; when nothing acceptable remains the answer is 406 `NotAcceptable`,
 as Kubernetes answers.
 
-A Table has the columns of `devplace.api.tables` (those `devplace get` prints; `-o wide` ones at priority 1) and a
+A Table has the columns of `devplace.kubeapi.tables` (those `devplace get` prints; `-o wide` ones at priority 1) and a
 row per object carrying, per `includeObject`, nothing (`None`), the object's `PartialObjectMetadata` (`Metadata`, the
 default) or the object (`Object`). A watch that asked for a Table gets one Table per event, with one row; only the
 first carries the column definitions (Kubernetes saves the bytes the same way, and kubectl keeps the ones it has).
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
-from devplace.api import tables
-from devplace.api.tables import IncludeObject
+from devplace.kubeapi import tables
+from devplace.kubeapi.tables import IncludeObject
 
 __all__ = ["Representation", "negotiate"]
 

@@ -68,11 +68,12 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from devplace import errors
-from devplace.api import managedfields, registry, subresources
+from devplace.api import registry
 from devplace.api.manifests import validated
 from devplace.api.registry import KindInfo
 from devplace.api.revisions import parse_revision
 from devplace.clocks import Clock, SystemClock
+from devplace.kubeapi import managedfields, parameters, subresources
 from devplace.scheduler import admissions as admission
 from devplace.server import errors as http_errors
 from devplace.server import lists, watches
@@ -489,50 +490,9 @@ def _path_param(name: str, description: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}, "description": description}
 
 
-def _query_param(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
-
-
-_LIST_QUERY = [
-    _query_param("labelSelector", {"type": "string"}, "Kubernetes label selector, e.g. `app=x,tier in (a,b)`"),
-    _query_param(
-        "fieldSelector",
-        {"type": "string"},
-        "Kubernetes field selector, e.g. `spec.nodeName=node-a`: metadata.name, metadata.namespace and the kind's "
-        "field labels (400 for any other field)",
-    ),
-    _query_param("watch", {"type": "boolean"}, "stream watch events instead of listing"),
-    _query_param(
-        "resourceVersion",
-        {"type": "string"},
-        "list: at least this revision (504 if the store has not reached it); watch: events after this revision",
-    ),
-    _query_param("resourceVersionMatch", {"type": "string", "enum": ["NotOlderThan", "Exact"]}, "list: how to read it"),
-    _query_param("limit", {"type": "integer", "minimum": 0}, "list: at most this many items, then `continue`"),
-    _query_param("continue", {"type": "string"}, "list: the token of the previous page's metadata.continue"),
-    _query_param("includeObject", {"type": "string", "enum": ["None", "Metadata", "Object"]}, "Table rows carry"),
-    _query_param("timeoutSeconds", {"type": "integer", "minimum": 0}, "watch: end the stream after this long"),
-    _query_param("allowWatchBookmarks", {"type": "boolean"}, "watch: send BOOKMARK events"),
-]
-_WRITE_QUERY = [
-    _query_param("dryRun", {"type": "string", "enum": ["All"]}, "validate and admit, store nothing"),
-    _query_param(
-        "fieldValidation",
-        {"type": "string", "enum": ["Strict", "Warn", "Ignore"]},
-        "unknown fields: refuse (default), drop with a Warning header, or drop",
-    ),
-    _query_param("fieldManager", {"type": "string"}, "the writer's name"),
-]
-_DELETE_QUERY = [
-    _query_param("resourceVersion", {"type": "string"}, "delete only if the object is at this revision"),
-    _query_param("dryRun", {"type": "string", "enum": ["All"]}, "check the preconditions, delete nothing"),
-    _query_param("gracePeriodSeconds", {"type": "integer", "minimum": 0}, "accepted; deletion is immediate"),
-    _query_param(
-        "propagationPolicy",
-        {"type": "string", "enum": ["Orphan", "Background", "Foreground"]},
-        "accepted; dependents are left as they are (no garbage collector)",
-    ),
-]
+_LIST_QUERY = [p.openapi3() for p in parameters.LIST]
+_WRITE_QUERY = [p.openapi3() for p in parameters.WRITE]
+_DELETE_QUERY = [p.openapi3() for p in parameters.DELETE]
 
 
 def _not_acceptable(accept: str | None) -> Response:
@@ -1052,8 +1012,10 @@ def router(
         },
         openapi_extra={
             "parameters": [
-                _query_param("kind", {"type": "string"}, "only this kind"),
-                _query_param("namespace", {"type": "string"}, 'only this namespace ("" for cluster-scoped)'),
+                parameters.Parameter("kind", "string", "only this kind", None).openapi3(),
+                parameters.Parameter(
+                    "namespace", "string", 'only this namespace ("" for cluster-scoped)', None
+                ).openapi3(),
                 *[p for p in _LIST_QUERY if p["name"] != "watch"],
             ]
         },

@@ -49,6 +49,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, cast
 
+import devplace.placement  # noqa: F401  (registers the fleet kinds: `apply` and `list` take every kind)
 from devplace import errors
 from devplace.agent import Agent, AgentConfig
 from devplace.api import manifests, names, registry

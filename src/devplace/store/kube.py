@@ -6,17 +6,19 @@ Akri users already run a cluster, whose API server (and the etcd under it) is th
 kube-apiserver can be installed on devplace's build machines, so this backend is tested against `devplace server`,
 which speaks the same API (the README says so).
 
-Client library: lightkube (async, typed, on httpx2, which devplace already uses). It loads the configuration and
-builds the authenticated connection: in-cluster service account, kubeconfig files and contexts, bearer tokens
-(re-read when the kubelet rotates them), exec plugins, client certificates, the cluster's CA. The requests are
-plain Kubernetes REST calls with wire dicts, made here: the store needs what lightkube's resource API leaves out
-(`DeleteOptions` preconditions and the deleted object, `allowWatchBookmarks`, resuming a watch from its own position
-rather than from "now" after a 410), and dicts in, dicts out keeps every object exactly as stored.
+Client: the Kubernetes REST client core shared with the `remote` backend (`store.restclients`: the authenticated
+HTTP client, Status-to-error mapping, list paging, the watch's reconnect loop) and the one kubeconfig reader
+(`store.kubeconfigs`: in-cluster service account, kubeconfig files and contexts, bearer tokens re-read when the
+kubelet rotates them, exec plugins, client certificates, the cluster's CA). The requests are plain Kubernetes REST
+calls with wire dicts: the store needs what a typed client's resource API leaves out (`DeleteOptions` preconditions
+and the deleted object, `allowWatchBookmarks`, resuming a watch from its own position rather than from "now" after a
+410), and dicts in, dicts out keeps every object exactly as stored.
 
 URL (`parse_url`): `kube://` finds the configuration as client-go does: the pod's service account when there is one
 (`/var/run/secrets/kubernetes.io/serviceaccount` and `KUBERNETES_SERVICE_HOST`), else the first file named by
-`KUBECONFIG`, else `~/.kube/config`. `kube:///path/to/kubeconfig` names the file. Options: `context=NAME` (default:
-the file's current context), `group=devplace.io` (see below), `timeout=SECONDS` per request (default 30).
+`KUBECONFIG`, else `~/.kube/config` (`kubeconfigs.find`). `kube:///path/to/kubeconfig` names the file. Options:
+`context=NAME` (default: the file's current context), `group=devplace.io` (see below), `timeout=SECONDS` per request
+(default 30). A configuration that cannot be used is `Invalid` naming `store`, with the reader's reason.
 
 Kinds: each kind is one resource, `/apis/<group>/<version>/[namespaces/<ns>/]<plural>` (`/api/v1/...` for core kinds),
 from `api.registry`. Configuration and Instance are served in two groups (`devplace.io/v1alpha1`, `akri.sh/v0`); on a
@@ -35,10 +37,12 @@ Semantics, mapped onto the Kubernetes API:
   just returned (two writes, each a compare-and-swap, so a watcher may see the object between them; `devplace
   server` writes both in one and never needs it).
 - list: pages of `_PAGE_SIZE` (`limit`/`continue`); the revision is the first page's `resourceVersion`. A continue
-  token that expired (410) restarts the list. Label and field selectors go to the server as `labelSelector` and
-  `fieldSelector` (parsed here first, so a bad one is refused as by every backend, before a round trip).
-- Errors: a `Status` body becomes the devplace error of its code and reason in one place, `remote.error_from_status`
-  (409 AlreadyExists/Conflict, 410 Gone, 422 Invalid with the field causes, ...); no answer is `Unavailable`.
+  token that expired (410) restarts the list (`restclients`). Label and field selectors go to the server as
+  `labelSelector` and `fieldSelector` (parsed here first, so a bad one is refused as by every backend, before a
+  round trip).
+- Errors: a `Status` body becomes the devplace error of its code and reason in one place,
+  `restclients.error_from_status` (409 AlreadyExists/Conflict, 410 Gone, 422 Invalid with the field causes, ...);
+  no answer is `Unavailable`.
 - `revision()`: Kubernetes has no call that reads the global revision; a list answers it as its `resourceVersion`
   (etcd's revision when the list was served). The store lists one Configuration (`limit=1`): a kind every devplace
   part may list. (`devplace server` has `/store/revision` too; the store does not rely on it.)
@@ -59,47 +63,45 @@ relists either way). BOOKMARK events are not delivered: they advance the stream'
 from the bookmark's revision (past events other kinds or filtered-out objects caused, which the server may compact).
 When a stream ends (`timeoutSeconds`, a server restart, a dropped connection) the watch reconnects from its position:
 the consumer sees every event once, in order, or `Gone`. Reconnects back off through the injected clock: after a
-failure (giving up with `Unavailable` after five in a row: `remote.LineStreamWatch`), and after streams that keep
-ending with nothing.
+failure (giving up with `Unavailable` after five in a row: `restclients.LineStreamWatch`), and after streams that
+keep ending with nothing.
 """
 
 from __future__ import annotations
 
-import os
 import urllib.parse
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import httpx2
-from lightkube.config.client_adapter import AsyncClient as connect
-from lightkube.config.client_adapter import ConnectionParams
-from lightkube.config.kubeconfig import SERVICE_ACCOUNT, KubeConfig, SingleConfig
-from lightkube.config.models import User
-from lightkube.core.exceptions import ConfigError
 
 from devplace import errors
 from devplace.api import registry, revisions
-from devplace.clocks import Clock, SystemClock
-from devplace.store import base
-from devplace.store.base import Event, EventType, ObjectList
-from devplace.store.remote import LineStreamWatch, error_from_status
+from devplace.clocks import Clock
+from devplace.store import base, kubeconfigs
+from devplace.store.base import Event, ObjectList
+from devplace.store.kubeconfigs import SERVICE_ACCOUNT, ServerConfig
+from devplace.store.restclients import (
+    LineStreamWatch,
+    Resource,
+    RestClient,
+    delete_options,
+    kind_info,
+    list_revision,
+    revision_of,
+    scope_holds,
+    selector_params,
+)
 
-__all__ = ["KubeOptions", "KubeStore", "load_config", "parse_url"]
+__all__ = ["KubeOptions", "KubeStore", "load_config", "parse_url", "resource_of"]
 
-DEFAULT_KUBECONFIG = "~/.kube/config"
 DEFAULT_GROUPS = ("akri.sh",)  # where Configuration and Instance live unless `group=` says otherwise
 FIELD_MANAGER = "devplace"
 _PAGE_SIZE = 500
-_LIST_ATTEMPTS = 3  # a list whose continue token keeps expiring (410) is restarted this many times
 _PROBE_KIND = "Configuration"  # what `revision()` lists (one item) to learn the revision
 _WATCH_TIMEOUT_SECONDS = 300  # each watch request ends after this; the watch reconnects from its position
-_MAX_QUIET_PAUSE = 5.0
-_EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED"})
-_JSON = "application/json"
 _OPTIONS = ("context", "group", "timeout")
 
 
@@ -157,71 +159,22 @@ def parse_url(url: str) -> KubeOptions:
     return KubeOptions(urllib.parse.unquote(path) or None, option.get("context"), groups, timeout)
 
 
-def load_config(options: KubeOptions, *, service_account: str = SERVICE_ACCOUNT) -> SingleConfig:
-    """The cluster and credentials to use (module docstring: service account, KUBECONFIG, ~/.kube/config).
-
-    A context names a kubeconfig's entry, so with one the service account is not considered. Refusals (no
-    configuration found, an unknown context, a file that does not parse) are `Invalid` naming `store`."""
+def load_config(options: KubeOptions, *, service_account: str = SERVICE_ACCOUNT) -> ServerConfig:
+    """The cluster and credentials to use (`kubeconfigs.find`: service account, the named file, KUBECONFIG,
+    ~/.kube/config). Refusals (no configuration found, an unknown context, a file that does not parse, credentials
+    that do not read) are `Invalid` naming `store`."""
     try:
-        if options.kubeconfig is None and options.context is None and _in_cluster(service_account):
-            config = KubeConfig.from_service_account(service_account).get()
-        else:
-            path = options.kubeconfig or _kubeconfig_from_env()
-            config = KubeConfig.from_file(path).get(options.context)
-    except (ConfigError, OSError, ValueError, TypeError, KeyError, AttributeError) as e:
-        raise errors.Invalid.field("store", f"kube: no usable Kubernetes configuration: {e}") from e
-    if config is None:  # pragma: no cover - `get` without a default raises instead
-        raise errors.Invalid.field("store", "kube: the kubeconfig has no current context; give ?context=NAME")
-    return config
-
-
-def _in_cluster(service_account: str) -> bool:
-    """client-go's rule: a token file and the API server's address in the environment."""
-    has_address = bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and bool(os.environ.get("KUBERNETES_SERVICE_PORT"))
-    return has_address and (Path(service_account) / "token").is_file()
-
-
-def _kubeconfig_from_env() -> str:
-    """The first existing file named by KUBECONFIG (a path list), else ~/.kube/config."""
-    listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
-    for candidate in listed:
-        if Path(candidate).expanduser().is_file():
-            return candidate
-    return listed[0] if listed else DEFAULT_KUBECONFIG
+        return kubeconfigs.find(options.kubeconfig, options.context, service_account=service_account)
+    except errors.Invalid as e:
+        raise errors.Invalid.field("store", f"kube: no usable Kubernetes configuration: {e.message}") from e
 
 
 # -- resources --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives on the API server."""
-
-    kind: str
-    api_version: str
-    plural: str
-    namespaced: bool
-    has_status: bool
-
-    def collection(self, namespace: str | None) -> str:
-        root = f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
-        if self.namespaced and namespace:
-            return f"{root}/namespaces/{namespace}/{self.plural}"
-        return f"{root}/{self.plural}"
-
-    def item(self, name: str, namespace: str) -> str:
-        if self.namespaced and not namespace:
-            raise errors.NotFound(f"{self.kind} /{name} not found (a namespaced kind needs a namespace)")
-        if not self.namespaced and namespace:
-            raise errors.NotFound(f"{self.kind} {namespace}/{name} not found ({self.kind} is cluster-scoped)")
-        return f"{self.collection(namespace)}/{urllib.parse.quote(name, safe='')}"
-
-
 def resource_of(kind: str, groups: Sequence[str] = ()) -> Resource:
     """The resource of `kind`: its first group version whose group is in `groups`, else the registry's preferred."""
-    info = registry.lookup(kind)
-    if info.kind != kind:
-        raise errors.Invalid.field("kind", f"{kind!r} is not a kind (did you mean {info.kind!r}?)")
+    info = kind_info(kind)
     api_version = next(
         (gv for group in groups for gv in info.group_versions if gv.partition("/")[0] == group),
         info.preferred_api_version,
@@ -232,76 +185,42 @@ def resource_of(kind: str, groups: Sequence[str] = ()) -> Resource:
 # -- the store --------------------------------------------------------------------------------------------------
 
 
-class KubeStore:
+class KubeStore(RestClient):
     """A `Store` over a Kubernetes API server (module docstring)."""
+
+    _what = "the Kubernetes API server"
 
     def __init__(
         self,
-        config: SingleConfig,
+        config: ServerConfig,
         *,
         clock: Clock | None = None,
         timeout: float = 30.0,
         groups: Sequence[str] = DEFAULT_GROUPS,
     ) -> None:
-        self.config = config if config.user is not None else config._replace(user=User())  # no credentials
-        self._clock = clock or SystemClock()
-        self._timeout = timeout
+        super().__init__(config.server, config.credentials, clock=clock, timeout=timeout)
+        self.config = config
         self._groups = tuple(groups) or DEFAULT_GROUPS
         self._resources: dict[str, Resource] = {}
-        self._client: httpx2.AsyncClient | None = None
-        self._watches: set[_KubeWatch] = set()
-        self._closed = False
 
     @classmethod
     def from_url(cls, url: str, *, clock: Clock | None = None) -> KubeStore:
         options = parse_url(url)
         return cls(load_config(options), clock=clock, timeout=options.timeout, groups=options.groups)
 
-    @property
-    def server(self) -> str:
-        return str(self.config.cluster.server)
-
     # -- plumbing -----------------------------------------------------------------------------------------------
 
-    def _http(self) -> httpx2.AsyncClient:
-        if self._closed:
-            raise errors.Unavailable("store is closed")
-        if self._client is None:
-            params = ConnectionParams(timeout=httpx2.Timeout(self._timeout))
-            try:
-                self._client = connect(self.config, params)
-            except (ConfigError, OSError, ValueError) as e:  # unreadable CA or client certificate files
-                raise errors.Invalid.field("store", f"kube: cannot connect to {self.server}: {e}") from e
-        return self._client
+    def _new_client(self) -> httpx2.AsyncClient:
+        try:
+            return super()._new_client()
+        except errors.Invalid as e:  # unreadable CA or client certificate files
+            raise errors.Invalid.field("store", f"kube: cannot connect to {self.server}: {e.message}") from e
 
     def _resource(self, kind: str) -> Resource:
         found = self._resources.get(kind)
         if found is None:
             found = self._resources[kind] = resource_of(kind, self._groups)
         return found
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        params: Mapping[str, str] | None = None,
-    ) -> Any:
-        content = None if body is None else base.encode_json(body)
-        headers = {"Accept": _JSON}
-        if content is not None:
-            headers["Content-Type"] = _JSON
-        try:
-            response = await self._http().request(method, path, content=content, params=params, headers=headers)
-        except httpx2.TransportError as e:
-            raise errors.Unavailable(f"the Kubernetes API server at {self.server} did not answer: {e!r}") from e
-        if response.status_code >= 400:
-            raise error_from_status(response.status_code, _json_or_none(response), response.text[:200])
-        try:
-            return base.decode_json(response.content)
-        except ValueError as e:
-            raise errors.Unavailable(f"the Kubernetes API server answered {method} {path} with no JSON") from e
 
     def _body(self, obj: Mapping[str, Any], resource: Resource) -> dict[str, Any]:
         body = dict(obj)
@@ -340,37 +259,15 @@ class KubeStore:
     ) -> ObjectList:
         resource = self._resource(kind)
         base.parse_filters(kind, namespace, selector, fields)  # the same refusals as every backend
-        if (resource.namespaced and namespace == "") or (not resource.namespaced and namespace):
+        if not scope_holds(resource.namespaced, namespace):
             return ObjectList([], await self.revision())  # that scope cannot hold this kind
-        params = _selector_params(selector, fields)
-        for attempt in range(_LIST_ATTEMPTS):
-            try:
-                return await self._list_pages(resource, namespace, params)
-            except errors.Gone:  # the continue token expired between two pages: start again
-                if attempt == _LIST_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _list_pages(self, resource: Resource, namespace: str | None, params: dict[str, str]) -> ObjectList:
-        path = resource.collection(namespace)
-        items: list[dict[str, Any]] = []
-        revision: int | None = None
-        query = {**params, "limit": str(_PAGE_SIZE)}
-        while True:
-            page = await self._call("GET", path, params=query)
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            if revision is None:
-                revision = _list_revision(meta)
-            token = meta.get("continue")
-            if not token:
-                return ObjectList(items, revision)
-            query = {**params, "limit": str(_PAGE_SIZE), "continue": str(token)}
+        params = selector_params(selector, fields)
+        return await self._list_pages(resource.collection(namespace), params, page_size=_PAGE_SIZE)
 
     async def _head(self, resource: Resource, namespace: str | None, params: Mapping[str, str]) -> int:
         """The revision a list of `resource` is served at: the cheapest read that tells it (`limit=1`)."""
         page = await self._call("GET", resource.collection(namespace), params={**params, "limit": "1"})
-        return _list_revision(page.get("metadata") or {})
+        return list_revision(page.get("metadata") or {})
 
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         key = base.key_of(obj)
@@ -385,10 +282,7 @@ class KubeStore:
         self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
     ) -> dict[str, Any]:
         resource = self._resource(kind)
-        body = None
-        if resource_version is not None:
-            revisions.parse_revision("resourceVersion", resource_version)
-            body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": resource_version}}
+        body = delete_options(resource_version)
         result: dict[str, Any] = await self._call("DELETE", resource.item(name, namespace or ""), body=body)
         return result
 
@@ -402,14 +296,6 @@ class KubeStore:
             "the kube store cannot compact"
         )
 
-    async def close(self) -> None:
-        self._closed = True
-        for watch in list(self._watches):
-            await watch._disconnect()
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
-
     def watch(
         self,
         kind: str | None = None,
@@ -422,30 +308,9 @@ class KubeStore:
         return _KubeWatch(self, kind, namespace, since, selector, fields)
 
 
-class _KubeWatch(LineStreamWatch):
+class _KubeWatch(LineStreamWatch[KubeStore]):
     """One watch of a `KubeStore` (module docstring): an HTTP stream opened on entry, reopened from its position
     (the last delivered event's or bookmark's revision) when it ends."""
-
-    def __init__(
-        self,
-        store: KubeStore,
-        kind: str | None,
-        namespace: str | None,
-        since: int | None,
-        selector: str | None,
-        fields: str | None,
-    ) -> None:
-        super().__init__(kind, namespace, since, selector, fields)
-        self._store = store
-        self._path = ""
-        self._params: dict[str, str] = {}
-        self._position = -1  # events up to here were delivered (or a bookmark said there are none)
-        self._floor = -1  # events at or below this revision are replays of a reconnect: skipped
-        self._listed: deque[Event] = deque()  # a since=0 watch's listed objects, handed out first
-        self._response: httpx2.Response | None = None
-        self._lines: Any = None  # the open response's line iterator
-        self._failures = 0  # failed attempts in a row
-        self._quiet = 0  # streams in a row that ended cleanly without moving the position
 
     async def __aenter__(self) -> _KubeWatch:
         store = self._store
@@ -456,9 +321,9 @@ class _KubeWatch(LineStreamWatch):
             raise errors.Invalid.field("kind", "a Kubernetes API server watches one kind at a time")
         base.parse_filters(kind, namespace, selector, fields)  # the same refusals as every backend
         resource = store._resource(kind)
-        if (resource.namespaced and namespace == "") or (not resource.namespaced and namespace):
+        if not scope_holds(resource.namespaced, namespace):
             raise errors.Invalid.field("namespace", f"{kind} cannot be watched in namespace {namespace!r}")
-        filters = _selector_params(selector, fields)
+        filters = selector_params(selector, fields)
         self._path = resource.collection(namespace)
         self._params = {
             **filters,
@@ -470,157 +335,11 @@ class _KubeWatch(LineStreamWatch):
             start = await store._head(resource, namespace, filters)
         elif since == 0:
             listing = await store.list(kind, namespace, selector, fields=fields)
-            listed = (Event("ADDED", obj, _revision_of(obj)) for obj in listing.items)
+            listed = (Event("ADDED", obj, revision_of(obj)) for obj in listing.items)
             self._listed = deque(sorted(listed, key=lambda e: e.revision))
             start = listing.revision
         else:
             start = since
         self._revision = 0 if since == 0 else start
-        self._position = start
-        store._watches.add(self)
-        try:
-            await self._connect()
-        except httpx2.TransportError as e:
-            store._watches.discard(self)
-            raise errors.Unavailable(
-                f"watch {self._path}: the API server at {store.server} did not answer: {e!r}"
-            ) from e
-        except BaseException:
-            store._watches.discard(self)
-            raise
-        self._entered = True
+        await self._open(start)
         return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._entered = False
-        self._store._watches.discard(self)
-        await self._disconnect()
-
-    async def __anext__(self) -> Event:
-        self._require_entered()
-        if self._listed:
-            self._check_open()
-            return self._listed.popleft()
-        while True:
-            self._check_open()
-            if self._lines is None:
-                await self._reconnect()
-                continue
-            try:
-                line: str = await anext(self._lines)
-            except StopAsyncIteration:
-                # The stream ended (timeoutSeconds, a server restart): resume from the position. A server (or a
-                # proxy) that keeps ending streams at once must not turn this into a busy loop: back off.
-                await self._disconnect()
-                self._check_open()
-                if self._quiet > 1:
-                    await self._store._clock.sleep(min(0.05 * 2 ** (self._quiet - 2), _MAX_QUIET_PAUSE))
-                continue
-            except httpx2.TransportError as e:
-                await self._disconnect()
-                self._check_open()
-                await self._failed(e)
-                continue
-            except Exception as e:
-                if self._store._closed:  # `close` shut the stream under this reader
-                    raise errors.Unavailable("store is closed") from e
-                raise
-            if not line.strip():
-                continue
-            type_, obj, revision = _parse_event(line)
-            if type_ == "BOOKMARK":
-                if revision > self._position:
-                    self._position = revision
-                    self._quiet = 0
-                continue
-            if revision <= self._floor:
-                continue  # delivered before the reconnect
-            self._position = max(self._position, revision)
-            self._quiet = 0
-            return Event(type_, obj, revision)
-
-    async def _connect(self) -> None:
-        """Open the stream from the position; a refusal raises its devplace error."""
-        store = self._store
-        client = store._http()
-        params = {**self._params, "resourceVersion": str(self._position)}
-        request = client.build_request(
-            "GET",
-            self._path,
-            params=params,
-            headers={"Accept": _JSON},
-            timeout=httpx2.Timeout(store._timeout, read=None),
-        )
-        response = await client.send(request, stream=True)
-        if response.status_code >= 400:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            raise error_from_status(response.status_code, _json_or_none(response), response.text[:200])
-        self._response = response
-        self._lines = response.aiter_lines()
-        self._floor = self._position
-        self._failures = 0
-        self._quiet += 1
-
-    def _server(self) -> str:
-        return self._store.server
-
-    def _closed(self) -> bool:
-        return self._store._closed
-
-    def _clock(self) -> Clock:
-        return self._store._clock
-
-
-def _parse_event(line: str) -> tuple[Any, dict[str, Any], int]:
-    """(type, object, revision) of one watch line; an ERROR event raises the error its Status stands for."""
-    try:
-        payload = base.decode_json(line)
-        type_ = payload["type"]
-        obj = payload["object"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise errors.Unavailable(f"the API server sent a malformed watch event: {line[:200]!r}") from e
-    if type_ == "ERROR":
-        status = obj if isinstance(obj, Mapping) else {}
-        raise error_from_status(int(status.get("code") or 500), status)
-    if type_ != "BOOKMARK" and type_ not in _EVENT_TYPES:
-        raise errors.Unavailable(f"the API server sent an unknown watch event type {type_!r}")
-    revision = _revision_of(obj) if isinstance(obj, Mapping) else -1
-    if revision < 0:
-        raise errors.Unavailable(f"the API server sent a watch event without a revision: {line[:200]!r}")
-    event_type: EventType | str = type_
-    return event_type, obj, revision
-
-
-def _revision_of(obj: Mapping[str, Any]) -> int:
-    try:
-        return int(str((obj.get("metadata") or {}).get("resourceVersion")))
-    except (TypeError, ValueError):
-        return -1
-
-
-def _list_revision(meta: Mapping[str, Any]) -> int:
-    try:
-        return int(meta["resourceVersion"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise errors.Unavailable(f"the API server answered a list without a resourceVersion: {dict(meta)!r}") from e
-
-
-def _selector_params(selector: str | None, fields: str | None) -> dict[str, str]:
-    params = {}
-    if selector:
-        params["labelSelector"] = selector
-    if fields:
-        params["fieldSelector"] = fields
-    return params
-
-
-def _json_or_none(response: httpx2.Response) -> Any:
-    try:
-        return response.json()
-    except ValueError:
-        return None

@@ -21,7 +21,7 @@ def open_store(
     url: str, *, clock: Clock | None = None, token: str | None = None, kubeconfig: str | None = None
 ) -> Store:
     """The store at `url`. `token` and `kubeconfig` (a path, or a `KUBECONFIG`-style list) authenticate the remote
-    backend to its server (`devplace.store.remote.Credentials.for_server`); other backends ignore them."""
+    backend to its server (`devplace.store.remote.RemoteStore.from_url`); other backends ignore them."""
     if url in ("memory", "memory://"):
         from devplace.store.memory import MemoryStore
 
@@ -35,10 +35,9 @@ def open_store(
 
         return EtcdStore(url, clock=clock)
     if url.startswith(("http://", "https://")):
-        from devplace.store.remote import Credentials, RemoteStore
+        from devplace.store.remote import RemoteStore
 
-        credentials = Credentials.for_server(url, token=token, kubeconfig=kubeconfig)
-        return RemoteStore(url, clock=clock, credentials=credentials)
+        return RemoteStore.from_url(url, clock=clock, token=token, kubeconfig=kubeconfig)
     if url.startswith("kube://"):
         from devplace.store.kube import KubeStore
 

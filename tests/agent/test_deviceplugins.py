@@ -1,0 +1,182 @@
+"""The plugins: AllocateResponse contents, the CL preference knob, and Allocate's rollback of a failed request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from devplace.agent import deviceplugins as plugins
+from devplace.agent.caches import NodeCache
+from devplace.agent.instances import InstanceRecord
+from devplace.deviceplugin.v1beta1 import api_pb2
+from devplace.discovery import Device, DeviceSpec, Mount
+from devplace.store import MemoryStore
+from devplace.supervisors import Supervisor
+
+from .conftest import configuration
+
+
+def record(name: str, props: dict[str, str]) -> InstanceRecord:
+    obj: dict[str, Any] = {
+        "apiVersion": "devplace.io/v1alpha1",
+        "kind": "Instance",
+        "metadata": {"name": name, "namespace": "default", "resourceVersion": "3"},
+        "spec": {
+            "configurationName": "cams",
+            "capacity": 2,
+            "nodes": ["node-a"],
+            "deviceUsage": {f"{name}-0": "", f"{name}-1": ""},
+            "brokerProperties": props,
+        },
+    }
+    return InstanceRecord.from_wire(obj)
+
+
+A = record("cams-8120fe", {"URL": "rtsp://a"})
+B = record("cams-a19705", {"URL": "rtsp://b", "MODEL": "x"})
+DEV_A = Device(
+    "a",
+    {},
+    mounts=(Mount("/data", "/srv/a", read_only=True),),
+    device_specs=(DeviceSpec("/dev/video0", "/dev/video0", "rw"),),
+)
+DEV_B = Device("b", {}, device_specs=(DeviceSpec("/dev/video0", "/dev/video0", "rw"), DeviceSpec("/dev/b", "/dev/b")))
+
+
+def test_container_response_carries_properties_plain_and_suffixed_by_digest() -> None:
+    response = plugins.container_response([(A, "cams-8120fe-0"), (B, "cams-a19705-1")], {A.name: DEV_A, B.name: DEV_B})
+    assert dict(response.envs) == {
+        "URL": "rtsp://b",  # plain names: the last device wins; the suffixed ones keep every device apart
+        "URL_8120FE": "rtsp://a",
+        "URL_A19705": "rtsp://b",
+        "MODEL": "x",
+        "MODEL_A19705": "x",
+    }
+    assert dict(response.annotations) == {
+        "devplace.io/slots": "cams-8120fe-0,cams-a19705-1",
+        "devplace.io/instances": "cams-8120fe,cams-a19705",
+    }
+    assert [(m.container_path, m.host_path, m.read_only) for m in response.mounts] == [("/data", "/srv/a", True)]
+    assert [(d.container_path, d.permissions) for d in response.devices] == [("/dev/video0", "rw"), ("/dev/b", "rwm")]
+
+
+def test_container_response_without_a_known_device_has_envs_but_no_mounts() -> None:
+    response = plugins.container_response([(A, "cams-8120fe-1")], {A.name: None})
+    assert dict(response.envs) == {"URL": "rtsp://a", "URL_8120FE": "rtsp://a"}
+    assert list(response.mounts) == []
+    assert list(response.devices) == []
+
+
+def test_two_slots_of_one_instance_name_it_once() -> None:
+    response = plugins.container_response([(A, "cams-8120fe-0"), (A, "cams-8120fe-1")], {})
+    assert response.annotations["devplace.io/instances"] == "cams-8120fe"
+    assert response.annotations["devplace.io/slots"] == "cams-8120fe-0,cams-8120fe-1"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({}, "spread"),
+        ({plugins.CL_PREFERENCE: "pack"}, "pack"),
+        ({plugins.CL_PREFERENCE: "spread"}, "spread"),
+        ({plugins.CL_PREFERENCE: "clump"}, "spread"),
+    ],
+)
+def test_cl_preference_reads_the_configuration_annotation(annotations: dict[str, str], expected: str) -> None:
+    assert plugins.preference_of(annotations) == expected
+
+
+class _Host:
+    """The least a plugin needs from its agent: a cache and a node name."""
+
+    def __init__(self, cache: NodeCache) -> None:
+        self._cache = cache
+
+    @property
+    def cache(self) -> NodeCache:
+        return self._cache
+
+    @property
+    def node(self) -> str:
+        return "node-a"
+
+    def device(self, namespace: str, instance: str) -> Device | None:
+        return None
+
+    def allocated(self, keys: Iterable[Any]) -> None:
+        pass
+
+    def hold(self) -> Callable[[], None]:
+        return lambda: None
+
+
+class _FailingStore:
+    """A MemoryStore whose `fail_at`-th update does not complete: it hangs (`hang`) or raises a non-devplace error."""
+
+    def __init__(self, store: MemoryStore, fail_at: int, hang: bool) -> None:
+        self._store = store
+        self._fail_at = fail_at
+        self._hang = hang
+        self.updates = 0
+        self.reached = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self.updates += 1
+        if self.updates == self._fail_at:
+            self.reached.set()
+            if self._hang:
+                await asyncio.Event().wait()
+            raise RuntimeError("the backend broke")
+        return await self._store.update(obj)
+
+
+@pytest.mark.parametrize("ending", ["cancelled", "crashed"])
+@pytest.mark.parametrize("level", ["IL", "CL"])
+async def test_an_allocate_that_ends_mid_request_releases_what_it_claimed(
+    memory_store: MemoryStore, level: str, ending: str
+) -> None:
+    """The kubelet's deadline (the RPC is cancelled) or an unexpected error during the second claim of a request (IL:
+    the second container's; CL: the second Instance of one container's): the first claim is undone at once, not left
+    held until the release grace."""
+    names = ["cams-8120fe", "cams-a19705"]
+    for name in names:
+        await memory_store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
+    store = _FailingStore(memory_store, fail_at=2, hang=ending == "cancelled")
+    cache = NodeCache(store, "node-a", Supervisor("test"))
+    cache.configurations.replace(
+        [
+            {
+                **configuration(capacity=2, unique=True),
+                "metadata": {"name": "cams", "namespace": "default", "resourceVersion": "1"},
+            }
+        ],
+        1,
+    )
+    listing = await memory_store.list("Instance")
+    cache.instances.replace(listing.items, listing.revision)
+    plugin: plugins.DevicePlugin
+    if level == "IL":
+        plugin = plugins.InstancePlugin(_Host(cache), "default", names[0], f"devplace.io/{names[0]}")
+        containers = [[f"{names[0]}-0"], [f"{names[0]}-1"]]
+    else:
+        plugin = plugins.ConfigurationPlugin(_Host(cache), "default", "cams", "devplace.io/cams")
+        containers = [names]
+    request = api_pb2.AllocateRequest(
+        container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=ids) for ids in containers]
+    )
+    call = asyncio.create_task(plugin.Allocate(request, None))  # type: ignore[arg-type]
+    await asyncio.wait_for(store.reached.wait(), 5)
+    if ending == "cancelled":
+        call.cancel()
+    with pytest.raises(asyncio.CancelledError if ending == "cancelled" else RuntimeError):
+        await call
+    for name in names:
+        stored = await memory_store.get("Instance", name, "default")
+        assert stored["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": ""}
+    assert store.updates == 3  # the first claim, the failed one, the release
