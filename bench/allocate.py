@@ -39,13 +39,16 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from devplace.agent import Agent, AgentConfig, instances, kubelets, slots
-from devplace.agent.servers import endpoint_name
+from devplace.agent import Agent, AgentConfig
+from devplace.agent import _instances as instances
+from devplace.agent import _kubelets as kubelets
+from devplace.agent import _slots as slots
+from devplace.agent._servers import endpoint_name
 from devplace.clocks import SystemClock
 from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from devplace.discovery import World, builtin_registry
 from devplace.store import Store, cas
-from devplace.store.sqlite import SqliteStore
+from devplace.store._sqlite import SqliteStore
 
 __all__ = ["run"]
 

@@ -1,6 +1,6 @@
 """Controller benchmark: brokers for 10,000 Instances over 1,000 nodes, from scratch, then single device changes.
 
-The planner (`devplace.controller.incremental.Decider`, which decides exactly what `decide` decides from scratch) runs
+The planner (`devplace.controller._incremental.Decider`, which decides exactly what `decide` decides from scratch) runs
 over plain data and its plan is applied to a `MemoryStore`, the
 way the controller's shell applies it (creates, CAS updates, CAS deletes, a CAS status write), with the objects
 kept in dicts as the informers would keep them. The fleet: one perNode Configuration with instance and configuration
@@ -33,8 +33,11 @@ from typing import Any
 
 from devplace.api import normalize
 from devplace.clocks import FakeClock
-from devplace.controller import Controller, incremental, inputs, plans
-from devplace.store.memory import MemoryStore
+from devplace.controller import Controller
+from devplace.controller import _incremental as incremental
+from devplace.controller import _inputs as inputs
+from devplace.controller import _plans as plans
+from devplace.store._memory import MemoryStore
 
 __all__ = ["run"]
 

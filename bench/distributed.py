@@ -17,7 +17,7 @@
    slot that is free in its view of the store; a claim that lost a race is refused by the agent (counted). The
    agents release slots themselves: nothing runs on them, so PodResources never lists them and each is freed after
    the release grace (0.3 s). Zero double holds: a watch through the server records every Instance state from before
-   the load to the end (`devplace.sim.invariants`); a slot passed straight from one holder to another, or a claim the
+   the load to the end (`devplace.sim._invariants`); a slot passed straight from one holder to another, or a claim the
    agent granted that the history does not show, raises.
    `cpu_cores` says where the machine's time went during the load, by kind of process (and the benchmark itself, the
    kubelet's side); every agent re-reads each Instance change and re-sends health to its kubelet, so
@@ -54,10 +54,10 @@ import grpc.aio
 
 from bench import etcd as etcd_bench
 from bench import measures
-from devplace.agent.servers import endpoint_name
-from devplace.deviceplugin import constants
+from devplace.agent._servers import endpoint_name
+from devplace.deviceplugin import _constants as constants
 from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-from devplace.sim.invariants import UsageHistory
+from devplace.sim._invariants import UsageHistory
 from devplace.store import Store, cas, open_store
 from tests.processes import Cluster, Daemons, poll_until
 

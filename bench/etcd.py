@@ -34,7 +34,7 @@ import orjson
 
 from bench import measures
 from devplace.store import cas
-from devplace.store.etcd import EtcdStore
+from devplace.store._etcd import EtcdStore
 from devplace.store.etcdserverpb import rpc_pb2 as pb
 
 __all__ = ["run"]

@@ -47,7 +47,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from devplace.server.app import create_app, running
+from devplace.server._app import create_app, running
 from devplace.store import MemoryStore
 
 __all__ = [

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from devplace.store.base import Store
+from devplace.store._base import Store
 
 __all__ = ["KIND", "NAMESPACE", "OPERATIONS", "Phase", "instance", "stats", "store_latencies", "timed"]
 

@@ -24,12 +24,12 @@ import statistics
 import time
 from typing import Any
 
-from devplace.api.quantity import Quantity
-from devplace.placement.candidates import Candidate
-from devplace.placement.combiner import Outcome, combine
-from devplace.placement.generic import AppIntent, ClusterSelector, generic_candidates
-from devplace.placement.hpa import Consumer, Requirement, hpa_candidates
-from devplace.placement.inventory import ClusterInventory, ClusterRef, NodeInventory
+from devplace.api._quantity import Quantity
+from devplace.placement._candidates import Candidate
+from devplace.placement._combiner import Outcome, combine
+from devplace.placement._generic import AppIntent, ClusterSelector, generic_candidates
+from devplace.placement._hpa import Consumer, Requirement, hpa_candidates
+from devplace.placement._inventory import ClusterInventory, ClusterRef, NodeInventory
 
 __all__ = ["run"]
 

@@ -29,13 +29,13 @@ import statistics
 import time
 from typing import Any
 
-from devplace.scheduler.assumptions import Assumed
-from devplace.scheduler.classes import STRATEGIES, Strategy, resolve_classes
-from devplace.scheduler.decisions import Binding, Config, Snapshot, schedule_burst, schedule_one
-from devplace.scheduler.devices import Device, device_of
-from devplace.scheduler.nodes import NodeInfo, Resources
-from devplace.scheduler.pods import PodInfo
-from devplace.scheduler.selection import BatchPod, DeviceIndex, place_batch, select_devices
+from devplace.scheduler._assumptions import Assumed
+from devplace.scheduler._classes import STRATEGIES, Strategy, resolve_classes
+from devplace.scheduler._decisions import Binding, Config, Snapshot, schedule_burst, schedule_one
+from devplace.scheduler._devices import Device, device_of
+from devplace.scheduler._nodes import NodeInfo, Resources
+from devplace.scheduler._pods import PodInfo
+from devplace.scheduler._selection import BatchPod, DeviceIndex, place_batch, select_devices
 
 __all__ = ["run"]
 
@@ -253,7 +253,7 @@ def _wire_pod(name: str, requests: dict[str, str]) -> dict[str, Any]:
 
 async def _shell_once(rng: random.Random, nodes: int, per_node: int, pods: int, strategy: str) -> dict[str, Any]:
     from devplace.clocks import FakeClock
-    from devplace.scheduler.schedulers import Scheduler
+    from devplace.scheduler._schedulers import Scheduler
     from devplace.store import MemoryStore
 
     clock = FakeClock()

@@ -29,8 +29,8 @@ import httpx2
 
 from bench import measures
 from devplace.store import open_store
-from devplace.store.base import Store
-from devplace.store.remote import RemoteStore
+from devplace.store._base import Store
+from devplace.store._remote import RemoteStore
 
 __all__ = ["run"]
 

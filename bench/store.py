@@ -7,7 +7,7 @@ bare write stores a body that differs from the row's current one (SQLite skips w
 flatter the bare side). Goal: sqlite CAS update p50 <= 3x bare p50.
 
 To tell SQL cost from Python cost: `sql_floor_update` runs the store's own update statements (imported from
-`devplace.store.sqlite`, on a file with the store's schema and triggers) with none of its Python around them, and
+`devplace.store._sqlite`, on a file with the store's schema and triggers) with none of its Python around them, and
 `sqlite_components` times the JSON work an update does (encode the spec, encode the body, decode the caller's copy).
 
 Figures are microseconds per operation (p50/p99 over N operations); `python -m bench store` writes them to JSON.
@@ -25,9 +25,9 @@ from typing import Any
 import orjson
 
 from bench import measures
-from devplace.store import sqlite as sqlite_backend
-from devplace.store.memory import MemoryStore
-from devplace.store.sqlite import SqliteStore
+from devplace.store import _sqlite as sqlite_backend
+from devplace.store._memory import MemoryStore
+from devplace.store._sqlite import SqliteStore
 
 __all__ = ["run"]
 

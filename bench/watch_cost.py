@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from devplace.store import Store
-from devplace.store.memory import MemoryStore
+from devplace.store._memory import MemoryStore
 
 WRITES, QUICK_WRITES = 100_000, 2_000
 _BATCH = 500
@@ -129,7 +129,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     async def main() -> dict[str, Any]:
         out = {"memory": await _run(lambda _label: MemoryStore(), writes)}
         with tempfile.TemporaryDirectory(prefix="dp-watch-") as tmp:
-            from devplace.store.sqlite import SqliteStore
+            from devplace.store._sqlite import SqliteStore
 
             out["sqlite"] = await _run(lambda label: SqliteStore(Path(tmp) / f"{label}.db"), writes)
         return out

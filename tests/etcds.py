@@ -34,7 +34,7 @@ import pytest
 
 from devplace.clocks import FakeClock
 from devplace.store import Store
-from devplace.store.etcd import EtcdStore, parse_url
+from devplace.store._etcd import EtcdStore, parse_url
 from devplace.store.etcdserverpb import rpc_pb2 as pb
 from devplace.store.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from tests.servers import free_port

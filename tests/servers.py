@@ -25,9 +25,9 @@ import httpx2
 from fastapi import FastAPI
 
 from devplace.clocks import FakeClock
-from devplace.server.app import create_app, running
+from devplace.server._app import create_app, running
 from devplace.store import MemoryStore, Store
-from devplace.store.remote import RemoteStore
+from devplace.store._remote import RemoteStore
 
 __all__ = ["free_port", "remote_backend", "serve_app", "spawn_server"]
 

@@ -45,7 +45,7 @@ def test_the_allocate_bench_measures_the_floor_and_audits_every_claim(caplog: py
     result = quick("allocate")  # raises when its auditor saw a slot held twice or a slot leaked
     # it is the agents' kubelet on purpose: no warning per node that kubelet.sock is missing, and the level is back
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
-    assert logging.getLogger("devplace.agent.kubelets").level == logging.NOTSET
+    assert logging.getLogger("devplace.agent._kubelets").level == logging.NOTSET
     latency, contention = result["allocate_latency"], result["contention"]
     assert latency["allocate"]["n"] == latency["floor_grpc_echo"]["n"] > 0
     assert latency["ratio_allocate_p50_to_floor"] > 0

@@ -2,8 +2,8 @@ import grpc
 import pytest
 
 from devplace import errors
-from devplace.deviceplugin.errors import grpc_code
-from devplace.server.errors import http_status, status_body
+from devplace.deviceplugin._errors import grpc_code
+from devplace.server._statuses import http_status, status_body
 
 
 def test_invalid_is_a_value_error_and_names_the_field() -> None:

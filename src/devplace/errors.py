@@ -19,7 +19,7 @@ DevplaceError
  +-- UnsupportedMediaType  a body in a format the route does not read, e.g. an unknown patch type (415)
 
 `Invalid` is also a `ValueError`, so parsers (quantities, selectors) behave like Python expects.
-The HTTP mapping lives in `devplace.server.errors` and the gRPC one in `devplace.deviceplugin.errors`;
+The HTTP mapping lives in `devplace.server._statuses` and the gRPC one in `devplace.deviceplugin._errors`;
 nothing else translates errors. Chain with ``raise ... from e`` so the cause survives.
 """
 

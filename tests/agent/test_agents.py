@@ -13,8 +13,8 @@ import grpc.aio
 import pytest
 
 from devplace import errors
-from devplace.agent import instances
-from devplace.agent.instances import OFFLINE_SINCE
+from devplace.agent import _instances as instances
+from devplace.agent._instances import OFFLINE_SINCE
 from devplace.discovery import Device, HandlerRegistry
 from devplace.store import Store
 from tests.processes import stop_child
@@ -606,7 +606,7 @@ async def test_an_agent_whose_store_does_not_answer_retries_with_backoff_on_its_
     nodes.world.plug("cam-1", ["node-a"])
     await nodes.store.create(configuration())
     nodes.store = FlakyStore(nodes.store, failures=3)  # type: ignore[assignment]
-    with caplog.at_level("WARNING", logger="devplace.agent.agents"):
+    with caplog.at_level("WARNING", logger="devplace.agent._agents"):
         starting = asyncio.create_task(nodes.add("node-a"))
         for pause in (0.05, 0.1, 0.2):  # the supervisor's backoff, doubling, on the injected clock
             await eventually(lambda: nodes.clock.pending_sleepers == 1, "the agent waiting to try again")
@@ -646,7 +646,7 @@ async def test_a_corrupted_instance_keeps_its_plugin_and_each_node_repairs_only_
         f"{name}-5": "",  # free beyond capacity; slot 3 is missing
         "bogus": "node-zzz",  # not a slot name
     }
-    with caplog.at_level("WARNING", logger="devplace.agent.agents"):
+    with caplog.at_level("WARNING", logger="devplace.agent._agents"):
         await nodes.store.update(stored)  # the memory store, like SQLite, does not check; the API server would
         await nodes.settle()
     assert socket.exists()
@@ -790,7 +790,7 @@ async def echo_process(root: Path, registration: Path, *args: str) -> asyncio.su
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "devplace.discovery.echoserver",
+        "devplace.discovery._echoserver",
         "--name",
         "echo",
         "--socket-dir",

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.agent import instances, slots, writes
-from devplace.agent.caches import NodeCache
-from devplace.agent.instances import InstanceRecord
-from devplace.agent.slots import Usage
+from devplace.agent import _instances as instances
+from devplace.agent import _slots as slots
+from devplace.agent import _writes as writes
+from devplace.agent._caches import NodeCache
+from devplace.agent._instances import InstanceRecord
+from devplace.agent._slots import Usage
 from devplace.store import MemoryStore, ObjectList, WatchStream
 from devplace.supervisors import Supervisor
 
@@ -50,7 +52,7 @@ def test_an_instance_of_the_wrong_shape_is_absent_and_reported_once(
 ) -> None:
     cache = cache_of(memory_store, supervisor)
     cache.instances.apply_event("ADDED", instance(rv=5))
-    with caplog.at_level(logging.WARNING, logger="devplace.store.informers"):
+    with caplog.at_level(logging.WARNING, logger="devplace.store._informers"):
         for rv in (6, 7, 8):
             bad = instance(rv=rv)
             bad["spec"]["capacity"] = "many"

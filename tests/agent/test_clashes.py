@@ -7,8 +7,8 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.agent import clashes
-from devplace.agent.clashes import Owner, Wanted
+from devplace.agent import _clashes as clashes
+from devplace.agent._clashes import Owner, Wanted
 
 P = "akri.sh"
 T0 = "2026-01-01T00:00:00Z"

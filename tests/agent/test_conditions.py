@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from devplace.agent import conditions
-from devplace.agent.conditions import Failure
+from devplace.agent import _conditions as conditions
+from devplace.agent._conditions import Failure
 
 BAD = Failure(conditions.INVALID_DETAILS, "descriptions: required")
 T0 = "2026-01-01T00:00:00.000000Z"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from devplace.agent import instances
-from devplace.cli.app import app
+from devplace.agent import _instances as instances
+from devplace.cli._app import app
 from devplace.store import open_store
 from tests.processes import stop_child
 

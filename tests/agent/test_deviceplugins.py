@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from devplace.agent import deviceplugins as plugins
-from devplace.agent.caches import NodeCache
-from devplace.agent.instances import InstanceRecord
+from devplace.agent import _deviceplugins as plugins
+from devplace.agent._caches import NodeCache
+from devplace.agent._instances import InstanceRecord
 from devplace.deviceplugin.v1beta1 import api_pb2
-from devplace.discovery import Device, DeviceSpec, Mount
+from devplace.discovery import Device
+from devplace.discovery._devices import DeviceSpec, Mount
 from devplace.store import MemoryStore
 from devplace.supervisors import Supervisor
 

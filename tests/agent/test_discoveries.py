@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from devplace.agent import instances
+from devplace.agent import _instances as instances
 from devplace.discovery import HandlerRegistry
-from devplace.discovery.echoserver import EchoServer
+from devplace.discovery._echoserver import EchoServer
 from devplace.discovery.v0 import discovery_pb2 as v0
 
 from .conftest import Nodes, configuration, eventually

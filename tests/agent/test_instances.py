@@ -10,11 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.agent import instances, slots
-from devplace.agent.instances import OFFLINE_SINCE, InstanceRecord
-from devplace.agent.slots import IL
-from devplace.api import Configuration, devices
-from devplace.discovery import Device, DeviceSpec, Mount
+from devplace.agent import _instances as instances
+from devplace.agent import _slots as slots
+from devplace.agent._instances import OFFLINE_SINCE, InstanceRecord
+from devplace.agent._slots import IL
+from devplace.api import Configuration
+from devplace.api import _devices as devices
+from devplace.discovery import Device
+from devplace.discovery._devices import DeviceSpec, Mount
 from devplace.store import DELETE
 from tests.crds import FIXTURES, crd_problems, load_crd
 

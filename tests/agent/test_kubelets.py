@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from devplace.agent import kubelets
+from devplace.agent import _kubelets as kubelets
 from devplace.store import Store
 
 from .conftest import MiniKubelet, Nodes, eventually
@@ -38,7 +38,7 @@ async def test_a_missing_kubelet_sock_is_warned_about_reminded_and_reported_on_t
 ) -> None:
     await nodes.store.create(NODE)
     path = str(nodes.root / "node-a" / "device-plugins" / "kubelet.sock")
-    with caplog.at_level(logging.INFO, logger="devplace.agent.kubelets"):
+    with caplog.at_level(logging.INFO, logger="devplace.agent._kubelets"):
         await nodes.add("node-a", kubelet=False)
         await nodes.settle()
         assert len(warnings_about(caplog, path)) == 1
@@ -75,7 +75,7 @@ async def test_the_agent_never_creates_a_node_and_reports_once_the_kubelet_regis
 
 async def test_an_agent_with_its_kubelet_writes_no_condition(nodes: Nodes, caplog: pytest.LogCaptureFixture) -> None:
     created = await nodes.store.create(NODE)
-    with caplog.at_level(logging.WARNING, logger="devplace.agent.kubelets"):
+    with caplog.at_level(logging.WARNING, logger="devplace.agent._kubelets"):
         await nodes.add("node-a")
         await nodes.settle()
     assert await nodes.store.get("Node", "node-a", "") == created  # not written at all

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.agent import instances
-from devplace.agent.pluginsets import PluginSet
-from devplace.agent.servers import PluginServer
+from devplace.agent import _instances as instances
+from devplace.agent._pluginsets import PluginSet
+from devplace.agent._servers import PluginServer
 
 from .conftest import PREFIX, Nodes, configuration, eventually
 
@@ -31,7 +31,7 @@ async def test_a_plugin_that_fails_to_start_is_retried_and_reconciliation_goes_o
     monkeypatch.setattr(PluginServer, "start", start_failing_once)
     await nodes.add("node-a")
     nodes.world.plug("cam-1", ["node-a"])
-    with caplog.at_level(logging.WARNING, logger="devplace.agent.pluginsets"):
+    with caplog.at_level(logging.WARNING, logger="devplace.agent._pluginsets"):
         await nodes.store.create(configuration(capacity=1))
         await nodes.settle()
     first = instances.instance_name("cams", "cam-1", "node-a", True)

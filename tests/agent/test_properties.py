@@ -1,4 +1,4 @@
-"""Resolving discoveryProperties: one table row per rule of devplace.agent.properties, plus properties by hypothesis."""
+"""Resolving discoveryProperties: one table row per rule of `agent._properties`, plus properties by hypothesis."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.agent import properties
-from devplace.agent.properties import Source
-from devplace.api.devices import DiscoveryProperty
+from devplace.agent import _properties as properties
+from devplace.agent._properties import Source
+from devplace.api._devices import DiscoveryProperty
 
 P = "spec.discoveryHandler.discoveryProperties"
 

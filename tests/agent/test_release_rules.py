@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from devplace.agent import release_rules as releases
-from devplace.agent import slots
-from devplace.agent.instances import InstanceRecord
-from devplace.agent.release_rules import HeldSlot
+from devplace.agent import _release_rules as releases
+from devplace.agent import _slots as slots
+from devplace.agent._instances import InstanceRecord
+from devplace.agent._release_rules import HeldSlot
 
 P = "devplace.io"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from devplace.agent import servers
+from devplace.agent import _servers as servers
 
 
 def test_endpoint_names_carry_kind_namespace_and_name() -> None:

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.agent import slots
-from devplace.agent.slots import CL, FREE, IL, Claim, Refusal, Usage
-from devplace.api import devices
+from devplace.agent import _slots as slots
+from devplace.agent._slots import CL, FREE, IL, Claim, Refusal, Usage
+from devplace.api import _devices as devices
 
 INST = "cam-8120fe"
 

@@ -7,7 +7,7 @@ import os
 import struct
 from pathlib import Path
 
-from devplace.agent import sockets
+from devplace.agent import _sockets as sockets
 
 
 def event(mask: int, name: str) -> bytes:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.api.applies import Create, Unchanged, Update, plan_apply
-from devplace.api.meta import SERVER_OWNED_METADATA
+from devplace.api._applies import Create, Unchanged, Update, plan_apply
+from devplace.api._meta import SERVER_OWNED_METADATA
 
 STORED_META = {
     "name": "a",

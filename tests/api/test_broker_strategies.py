@@ -9,7 +9,7 @@ import pytest
 
 from devplace import errors
 from devplace.api import normalize
-from devplace.api.devices import Configuration
+from devplace.api._devices import Configuration
 
 POD_SPEC = {"containers": [{"name": "broker", "image": "nginx", "resources": {"limits": {"{{PLACEHOLDER}}": "1"}}}]}
 PLAIN_POD_SPEC = {"containers": [{"name": "broker", "image": "nginx"}]}

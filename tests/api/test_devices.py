@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api import devices, normalize
-from devplace.api.devices import CL, FREE, IL
+from devplace.api import _devices as devices
+from devplace.api import normalize
+from devplace.api._devices import CL, FREE, IL
 
 P = "spec.discoveryHandler.discoveryProperties"
 

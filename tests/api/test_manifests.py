@@ -11,15 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api import load_documents, manifests
-from devplace.api.manifests import (
+from devplace.api import _manifests as manifests
+from devplace.api import load_documents
+from devplace.api._manifests import (
     MAX_ALIAS_EXPANSION,
     json_tree,
     parse_documents,
     validated,
     yaml_documents,
 )
-from devplace.api.meta import SERVER_OWNED_METADATA
+from devplace.api._meta import SERVER_OWNED_METADATA
 
 
 def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

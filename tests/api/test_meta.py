@@ -9,7 +9,7 @@ import pytest
 
 from devplace import errors
 from devplace.api import Instance, ObjectMeta, Pod
-from devplace.api.meta import field_path, invalid_from
+from devplace.api._meta import field_path, invalid_from
 
 
 @pytest.mark.parametrize(

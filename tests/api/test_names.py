@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api import names
+from devplace.api import _names as names
 
 
 @pytest.mark.parametrize(

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from devplace import errors
-from devplace.api import manifests, podspecs
-from devplace.api.devices import Configuration
-from devplace.api.quantity import is_quantity
-from devplace.cli.app import app as cli_app
-from devplace.server.app import create_app
+from devplace.api import _manifests as manifests
+from devplace.api import _podspecs as podspecs
+from devplace.api._devices import Configuration
+from devplace.api._quantity import is_quantity
+from devplace.cli._app import app as cli_app
+from devplace.server._app import create_app
 from devplace.sim import Fleet
 from devplace.store import MemoryStore
 from tests.servers import serve_app

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api.quantity import MAX_UNITS, Quantity, is_quantity
+from devplace.api._quantity import MAX_UNITS, Quantity, is_quantity
 
 F = Fraction
 MAX = F(MAX_UNITS)

@@ -9,7 +9,7 @@ import pytest
 
 from devplace import errors
 from devplace.api import Configuration, Instance, Node, Pod, ResourceClass, lookup, normalize
-from devplace.api.registry import DEFAULT_NAMESPACE, lookup_plural
+from devplace.api._registry import DEFAULT_NAMESPACE, lookup_plural
 
 # A realistic Akri v0.13 ONVIF Configuration, as an Akri user would apply it.
 AKRI_CONFIGURATION: dict[str, Any] = {

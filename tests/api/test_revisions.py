@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api.revisions import MAX_REVISION, parse_revision
+from devplace.api._revisions import MAX_REVISION, parse_revision
 
 _CANONICAL = re.compile(r"0|[1-9][0-9]*")
 

@@ -9,9 +9,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api import selectors
-from devplace.api.quantity import Quantity
-from devplace.api.selectors import (
+from devplace.api import _selectors as selectors
+from devplace.api._quantity import Quantity
+from devplace.api._selectors import (
     DeviceSelector,
     LabelOperator,
     LabelRequirement,

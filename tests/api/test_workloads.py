@@ -8,7 +8,7 @@ import pytest
 
 from devplace import errors
 from devplace.api import Secret, lookup, normalize
-from devplace.api.workloads import decode_base64
+from devplace.api._workloads import decode_base64
 
 
 def secret(**fields: Any) -> dict[str, Any]:

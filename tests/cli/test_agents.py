@@ -9,8 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from devplace.cli.agents import debug_echo_shared, registration_socket_path, usable_socket_dir
-from devplace.cli.app import app
+from devplace.cli._agents import debug_echo_shared, registration_socket_path, usable_socket_dir
+from devplace.cli._app import app
 
 
 @pytest.mark.parametrize(

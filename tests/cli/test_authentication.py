@@ -19,7 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from devplace.cli import app
-from devplace.cli.servers import exposure_problem
+from devplace.cli._servers import exposure_problem
 from tests.server.certificates import Pki
 
 TOKENS = 'admin-token,alice,1,"admin"\nreader-token,bob,2,reader\n'

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from devplace.cli import app, output
+from devplace.cli import _output as output
+from devplace.cli import app
 from devplace.store import open_store
 
 GPU_CLASS = """\

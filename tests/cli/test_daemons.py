@@ -167,7 +167,7 @@ def fail_after_start(supervisor: Callable[[Any], Supervisor]) -> Callable[[Any],
 def test_the_scheduler_exits_1_when_its_supervisor_reports_a_fatal_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from devplace.scheduler.schedulers import Scheduler
+    from devplace.scheduler._schedulers import Scheduler
 
     original = Scheduler.start
 

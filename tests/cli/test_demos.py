@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from devplace.cli import app
-from devplace.demo.runs import FLEET_EXAMPLE, example_path
+from devplace.demo._runs import FLEET_EXAMPLE, example_path
 
 
 def lines_of(text: str) -> list[str]:

@@ -12,10 +12,10 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from devplace.cli.app import app
-from devplace.cli.emco import render_tables
-from devplace.placement.catalog import Catalog
-from devplace.server.app import create_app, running
+from devplace.cli._app import app
+from devplace.cli._emco import render_tables
+from devplace.placement._catalog import Catalog
+from devplace.server._app import create_app, running
 from devplace.store import MemoryStore
 from tests.placement.samples import SEED_CLUSTERS, build_seed, chart_archive, manifests_text, workload
 

@@ -13,8 +13,8 @@ from rich.table import Table
 from typer.testing import CliRunner
 
 from devplace.cli import app
-from devplace.cli.explains import Explanation, render
-from devplace.scheduler.decisions import NodeVerdict
+from devplace.cli._explains import Explanation, render
+from devplace.scheduler._decisions import NodeVerdict
 from devplace.store import open_store
 
 HIGH = "nvidia.high.mem"

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from devplace.cli import app
-from devplace.deviceplugin import constants
+from devplace.deviceplugin import _constants as constants
 from devplace.deviceplugin.podresources.v1 import api_pb2 as pr_pb2
 from devplace.deviceplugin.podresources.v1 import api_pb2_grpc as pr_grpc
-from devplace.sim.kubelets import (
+from devplace.sim._kubelets import (
     ContainerAllocation,
     PodAllocation,
     SimKubelet,

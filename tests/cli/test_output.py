@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from devplace.cli import output
+from devplace.cli import _output as output
 
 NOW = 1_767_225_600.0 + 3600  # an hour after the fake clock's epoch (2026-01-01T00:00:00Z)
 

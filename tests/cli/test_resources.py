@@ -14,8 +14,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from devplace.cli import app, resources
-from devplace.cli.resources import raw_label, validate_document
+from devplace.cli import _resources as resources
+from devplace.cli import app
+from devplace.cli._resources import raw_label, validate_document
 from devplace.store import open_store
 from tests.servers import spawn_server
 

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 import yaml
 
-from devplace.cli.servers import kubeconfig, listening_socket, server_url, write_private
+from devplace.cli._servers import kubeconfig, listening_socket, server_url, write_private
 from devplace.store import open_store
 from tests.servers import spawn_server
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from devplace.controller import inputs
+from devplace.controller import _inputs as inputs
 
 BROKER_POD_SPEC: dict[str, Any] = {
     "containers": [

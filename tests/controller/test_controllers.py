@@ -14,7 +14,7 @@ from devplace.api import normalize
 from devplace.clocks import FakeClock
 from devplace.controller import Controller
 from devplace.store import MemoryStore, Store
-from devplace.store.sqlite import SqliteStore
+from devplace.store._sqlite import SqliteStore
 from tests.controller.samples import BROKER_JOB_SPEC, PLAIN_POD_SPEC, configuration, instance, node
 
 
@@ -357,7 +357,7 @@ async def test_a_node_not_ready_past_the_grace_is_cleaned_up(
 async def test_a_configuration_that_lost_a_resource_name_clash_on_a_node_gets_no_brokers_there_until_it_clears(
     store: Store, controller: Controller
 ) -> None:
-    from devplace.agent import conditions
+    from devplace.agent import _conditions as conditions
 
     await apply(store, *NODES, configuration(), *TWO)
     await settle(controller, until=lambda: _count(store, "Pod", 3))

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from devplace.controller import decisions, inputs, plans
+from devplace.controller import _decisions as decisions
+from devplace.controller import _inputs as inputs
+from devplace.controller import _plans as plans
 from tests.controller.samples import PLAIN_POD_SPEC, cfg_view, configuration, instance, views
 
 NOW = 1_767_225_600.0

@@ -9,8 +9,11 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from devplace.controller import decisions, incremental, inputs, plans
-from devplace.store.base import rfc3339
+from devplace.controller import _decisions as decisions
+from devplace.controller import _incremental as incremental
+from devplace.controller import _inputs as inputs
+from devplace.controller import _plans as plans
+from devplace.store._base import rfc3339
 from tests.controller.samples import BROKER_JOB_SPEC, PLAIN_POD_SPEC, configuration, conflict, instance
 
 START = 1_767_225_600.0

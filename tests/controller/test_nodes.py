@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from devplace.controller import nodes
-from devplace.controller.nodes import NodeState
-from devplace.store.cas import DELETE
+from devplace.controller import _nodes as nodes
+from devplace.controller._nodes import NodeState
+from devplace.store._cas import DELETE
 from tests.controller.samples import instance, node
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.controller import plans
+from devplace.controller import _plans as plans
 
 NOW = 1_767_225_600.0
 OLD = "2025-12-31T23:00:00Z"  # an hour before NOW

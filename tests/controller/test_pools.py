@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.controller.pools import Need, Pool, assign_dynamic, assign_static, leftovers
+from devplace.controller._pools import Need, Pool, assign_dynamic, assign_static, leftovers
 
 ALL = frozenset({"node-a", "node-b", "node-c"})
 

@@ -7,8 +7,11 @@ from typing import Any
 
 import pytest
 
-from devplace.controller import decisions, inputs, names, strategies
-from devplace.controller.strategies import Brokers
+from devplace.controller import _decisions as decisions
+from devplace.controller import _inputs as inputs
+from devplace.controller import _names as names
+from devplace.controller import _strategies as strategies
+from devplace.controller._strategies import Brokers
 from tests.controller.samples import (
     BROKER_JOB_SPEC,
     PLAIN_POD_SPEC,

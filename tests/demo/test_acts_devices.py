@@ -1,12 +1,12 @@
 """The pure parts of acts 2 and 3: the `x/y/z` view, holder labels, and the watch-based double-booking checks the
-acts draw on (`devplace.sim.invariants`)."""
+acts draw on (`devplace.sim._invariants`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from devplace.demo.acts_devices import holder_label, view
-from devplace.sim.invariants import UsageHistory, double_bookings
+from devplace.demo._acts_devices import holder_label, view
+from devplace.sim._invariants import UsageHistory, double_bookings
 
 
 def test_view_joins_free_counts_in_resource_order() -> None:

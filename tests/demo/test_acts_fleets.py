@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.demo.acts_fleets import FleetRequest, inventory_rows, item_path, load_fleet_example, manifest_excerpt
-from devplace.demo.runs import FLEET_EXAMPLE, example_path
+from devplace.demo._acts_fleets import FleetRequest, inventory_rows, item_path, load_fleet_example, manifest_excerpt
+from devplace.demo._runs import FLEET_EXAMPLE, example_path
 
 
 def test_the_shipped_fleet_example_holds_the_seeds_intents() -> None:

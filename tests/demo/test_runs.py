@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from devplace.cli import output, resources
-from devplace.demo import ACTS, Tour, acts_classes, run_demo
+from devplace.cli import _output as output
+from devplace.cli import _resources as resources
+from devplace.demo import ACTS, Tour, run_demo
+from devplace.demo import _acts_classes as acts_classes
 from devplace.store import open_store
 
 KINDS = ("Pod", "Instance", "Configuration", "Node", "ConfigMap", "ResourceClass", "Service")

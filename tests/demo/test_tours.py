@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from devplace.cli import output
-from devplace.demo.tours import Tour
+from devplace.cli import _output as output
+from devplace.demo._tours import Tour
 
 
 def test_the_plain_tour_prints_verdicts_with_stable_prefixes_and_keeps_them() -> None:

@@ -4,7 +4,7 @@ would send for it: the evidence the RBAC test holds `deploy/kubernetes/rbac.yaml
 Each call is attributed to the part whose code made it: the innermost frame on the stack from one of the parts'
 packages, else (an informer's or a supervisor's own task, whose stack holds no part frame) the task's name, which
 the parts' supervisors prefix with their own name. Each call becomes the (verb, API group, resource) requests the
-`kube` store makes for it (`devplace.store.kube`): a list or a watch lists; a write whose `status` changes writes
+`kube` store makes for it (`devplace.store._kube`): a list or a watch lists; a write whose `status` changes writes
 `/status` too, because Kubernetes ignores `status` in the main resource of a kind that has the subresource; the
 store's `revision()` lists Configurations.
 """
@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from devplace import errors
-from devplace.api import registry
-from devplace.kubeapi import subresources
-from devplace.store.base import ObjectList, Store, WatchStream
+from devplace.api import _registry as registry
+from devplace.kubeapi import _subresources as subresources
+from devplace.store._base import ObjectList, Store, WatchStream
 
 __all__ = ["Recording", "Request"]
 
@@ -31,7 +31,7 @@ _PARTS_BY_MODULE = (
     ("devplace.discovery.", "agent"),
     ("devplace.controller.", "controller"),
     ("devplace.scheduler.", "scheduler"),
-    ("devplace.sim.kubelets", "kubelet"),
+    ("devplace.sim._kubelets", "kubelet"),
     ("devplace.sim.", "harness"),
     ("tests.", "harness"),
 )

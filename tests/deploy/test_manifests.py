@@ -15,10 +15,10 @@ import typer.main
 import yaml
 
 from devplace import __version__
-from devplace.cli.app import app as cli_app
-from devplace.cli.crds import definitions
-from devplace.kubeapi import crds
-from devplace.store.kube import parse_url
+from devplace.cli._app import app as cli_app
+from devplace.cli._crds import definitions
+from devplace.kubeapi import _crds as crds
+from devplace.store._kube import parse_url
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"

@@ -41,7 +41,7 @@ NEEDS: dict[str, set[Request]] = {
         # Configurations: watched; its per-node conditions (DiscoveryFailed, ResourceNameConflict) on their status
         | _all(AKRI, "configurations", "get", "list", "watch", "update")
         | _all(AKRI, "configurations/status", "update")
-        # its Node: the DevplaceKubeletMissing condition (agent/kubelets.py), by compare-and-swap
+        # its Node: the DevplaceKubeletMissing condition (agent/_kubelets.py), by compare-and-swap
         | _all(CORE, "nodes", "get", "update")
         | _all(CORE, "nodes/status", "update")
         # its node's Pods (slot release); the Secrets and ConfigMaps discoveryProperties name

@@ -10,7 +10,8 @@ import grpc.aio
 import pytest
 
 from devplace import errors
-from devplace.deviceplugin import abort, from_rpc_error, grpc_code
+from devplace.deviceplugin import abort, from_rpc_error
+from devplace.deviceplugin._errors import grpc_code
 from devplace.deviceplugin.v1beta1 import api_pb2 as dp
 from devplace.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 

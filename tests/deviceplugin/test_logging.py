@@ -59,7 +59,7 @@ def run(tmp_path: Path, verbosity: str | None, first: str = "devplace.agent") ->
     )
 
 
-@pytest.mark.parametrize("first", ["devplace.agent", "devplace.sim.kubelets", "devplace.cli"])
+@pytest.mark.parametrize("first", ["devplace.agent", "devplace.sim._kubelets", "devplace.cli"])
 def test_stopping_plugin_servers_writes_no_grpc_info_lines_to_stderr(tmp_path: Path, first: str) -> None:
     done = run(tmp_path, None, first)
     assert done.stdout.strip() == "ERROR"

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from devplace.clocks import FakeClock
-from devplace.discovery import DebugEchoHandler, Device, DiscoveryHandler, HandlerRegistry, RegistrationServer, World
-from devplace.discovery.debugecho import OFFLINE
+from devplace.discovery import Device, DiscoveryHandler, HandlerRegistry, RegistrationServer, World
+from devplace.discovery._debugecho import OFFLINE, DebugEchoHandler
 from tests.processes import stop_child
 
 from .streams import next_of, registry_until
@@ -163,7 +163,7 @@ class SimDriver:
 
 
 class ExternalDriver:
-    """An `ExternalHandler` fed by a real `python -m devplace.discovery.echoserver` process.
+    """An `ExternalHandler` fed by a real `python -m devplace.discovery._echoserver` process.
 
     The process registers with a RegistrationServer on a unix socket; its device list is a file it re-reads every
     0.05 s (real time: the process has no FakeClock), replaced atomically so it never reads a half-written list.
@@ -195,7 +195,7 @@ class ExternalDriver:
         self.process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "devplace.discovery.echoserver",
+            "devplace.discovery._echoserver",
             "--name",
             self.name,
             "--socket-dir",

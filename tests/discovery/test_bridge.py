@@ -15,9 +15,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.discovery import Device, DeviceSpec, ExternalHandler, HandlerRegistry, Mount, RegistrationServer
-from devplace.discovery.bridge import Registration, device_from_proto, device_to_proto, parse_registration
-from devplace.discovery.echoserver import ECHO_DEVICE, echoed_properties
+from devplace.discovery import Device, HandlerRegistry, RegistrationServer
+from devplace.discovery._bridge import (
+    ExternalHandler,
+    Registration,
+    device_from_proto,
+    device_to_proto,
+    parse_registration,
+)
+from devplace.discovery._devices import DeviceSpec, Mount
+from devplace.discovery._echoserver import ECHO_DEVICE, echoed_properties
 from devplace.discovery.v0 import discovery_pb2 as v0
 from devplace.discovery.v0 import discovery_pb2_grpc as v0_grpc
 from tests.processes import stop_child
@@ -267,7 +274,7 @@ async def spawn(sock_dir: Path, registration: RegistrationServer) -> AsyncIterat
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "devplace.discovery.echoserver",
+            "devplace.discovery._echoserver",
             "--name",
             name,
             "--socket-dir",

@@ -1,4 +1,4 @@
-"""The DiscoveryHandler contract (devplace.discovery.handlers), run against every handler in conftest.DRIVERS.
+"""The DiscoveryHandler contract (devplace.discovery._handlers), run against every handler in conftest.DRIVERS.
 
 Each test states one promise of the protocol: a stream yields the full current device list on start and on every
 change (consumers replace, never merge), ids are unique within a list, discoveryProperties are accepted, and bad

@@ -12,8 +12,14 @@ from hypothesis import strategies as st
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.discovery import DEBUG_ECHO_DESCRIPTION, DebugEchoHandler, Device
-from devplace.discovery.debugecho import DebugEchoDetails, echo_devices, parse_details
+from devplace.discovery import Device
+from devplace.discovery._debugecho import (
+    DEBUG_ECHO_DESCRIPTION,
+    DebugEchoDetails,
+    DebugEchoHandler,
+    echo_devices,
+    parse_details,
+)
 
 from .streams import next_of, pending_next, result_of, settle_until_sleeping
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.discovery import details
+from devplace.discovery import _details as details
 
 
 @pytest.mark.parametrize("text", ["", "   \n", "~", "null"])

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.discovery import Device, DeviceSpec, Mount, Properties
+from devplace.discovery import Device
+from devplace.discovery._devices import DeviceSpec, Mount, Properties
 
 
 def test_properties_equal_any_mapping_with_the_same_items_and_hash_by_content() -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from devplace.clocks import FakeClock
-from devplace.discovery import DebugEchoHandler, Device, SimHandler, World, builtin_registry
+from devplace.discovery import Device, World, builtin_registry
+from devplace.discovery._debugecho import DebugEchoHandler
+from devplace.discovery._worlds import SimHandler
 
 from .streams import next_of
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from devplace import errors
 from devplace.discovery import Device, World
-from devplace.discovery.worlds import SimDetails, parse_sim_details, select_devices
+from devplace.discovery._worlds import SimDetails, parse_sim_details, select_devices
 
 from .streams import next_of, pending_next, result_of
 

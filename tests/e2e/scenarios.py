@@ -1,12 +1,12 @@
 """Shared pieces of the end-to-end scenarios: manifests and slot readers (the invariant checkers are in
-`devplace.sim.invariants`, shared with the demo)."""
+`devplace.sim._invariants`, shared with the demo)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from devplace.api import devices
+from devplace.api import _devices as devices
 from devplace.sim import Fleet
 
 __all__ = [

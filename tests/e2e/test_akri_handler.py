@@ -32,7 +32,7 @@ from google.protobuf import descriptor_pb2
 
 from devplace.clocks import SystemClock
 from devplace.discovery.v0 import discovery_pb2 as devplace_v0
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.agent.conftest import MiniKubelet
 from tests.crds import FIXTURES, crd_problems, load_crd

@@ -4,7 +4,7 @@ come back, brokers are deleted, the controller restarts; after every step, once 
 - the broker objects in the store are exactly what the controller's pure decision wants for the current store state
   (`decisions.decide` has nothing left to create, update or delete, and the broker Pods are its desired ones);
 - no slot was ever held by two parties at once (every holder change in the recorded history is a claim of a free
-  slot or a release: `devplace.sim.invariants`), and no Instance has more Running brokers than its capacity.
+  slot or a release: `devplace.sim._invariants`), and no Instance has more Running brokers than its capacity.
 
 Two Configurations: `cams` (perNode, shared cameras, capacity 2, so with three nodes one broker per camera waits
 Pending) and `sensors` (a dynamic pool of 2 over local sensors).
@@ -20,9 +20,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from devplace.controller import decisions, inputs, names
+from devplace.controller import _decisions as decisions
+from devplace.controller import _inputs as inputs
+from devplace.controller import _names as names
 from devplace.sim import Fleet
-from devplace.sim.invariants import UsageHistory, recording
+from devplace.sim._invariants import UsageHistory, recording
 from tests.e2e.scenarios import PLAIN_BROKER as PLAIN
 from tests.e2e.scenarios import broker_configuration as configuration
 

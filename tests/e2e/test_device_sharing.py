@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from devplace.sim import Fleet
-from devplace.sim.invariants import recording
+from devplace.sim._invariants import recording
 from tests.e2e.scenarios import configuration, held, il, instances
 
 NODES = [f"node-{i}" for i in range(10)]

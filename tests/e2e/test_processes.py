@@ -15,7 +15,7 @@ One run per store, on NODES nodes:
 
 Audited from outside the processes, through the server:
 - no slot was ever held by two holders at once: every Instance revision since revision 0, from a watch opened before
-  the run and resumed from the last revision it saw whenever the server went away (`devplace.sim.invariants`);
+  the run and resumed from the last revision it saw whenever the server went away (`devplace.sim._invariants`);
 - nothing committed was lost: every write the server acknowledged to the test (ledger ConfigMaps updated by CAS all
   along, the pods it created) is in that history and still present or superseded; every Allocate a kubelet
   acknowledged (a Running pod's `allocatedResourcesStatus`) is in the history as that slot claimed by that node; and
@@ -37,10 +37,10 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.sim.invariants import UsageHistory
-from devplace.sim.kubelets import recorded_allocation
+from devplace.sim._invariants import UsageHistory
+from devplace.sim._kubelets import recorded_allocation
 from devplace.store import Store, cas, open_store
-from devplace.store.base import rfc3339
+from devplace.store._base import rfc3339
 from tests.etcds import running_etcd
 from tests.processes import Cluster, Daemons, poll_until
 

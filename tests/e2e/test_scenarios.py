@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from devplace.sim.invariants import UsageHistory
+from devplace.sim._invariants import UsageHistory
 from devplace.store import MemoryStore
 from tests.e2e.scenarios import cl_holder_node
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from devplace.sim import Fleet
-from devplace.sim.invariants import UsageHistory
+from devplace.sim._invariants import UsageHistory
 from tests.e2e.scenarios import configuration, held, usage
 
 NODES = ["node-a", "node-b", "node-c"]

@@ -17,10 +17,14 @@ import yaml
 from typer.testing import CliRunner
 
 from devplace import errors
-from devplace.api import manifests, registry
-from devplace.cli.app import app as cli_app
-from devplace.cli.crds import definitions
-from devplace.kubeapi import crds, openapis, subresources, tables
+from devplace.api import _manifests as manifests
+from devplace.api import _registry as registry
+from devplace.cli._app import app as cli_app
+from devplace.cli._crds import definitions
+from devplace.kubeapi import _crds as crds
+from devplace.kubeapi import _openapis as openapis
+from devplace.kubeapi import _subresources as subresources
+from devplace.kubeapi import _tables as tables
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERNETES_VERSION = "1.32"

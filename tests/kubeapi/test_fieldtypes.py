@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from devplace.kubeapi import fieldtypes
-from devplace.kubeapi.fieldtypes import Facts
+from devplace.kubeapi import _fieldtypes as fieldtypes
+from devplace.kubeapi._fieldtypes import Facts
 
 SCHEMA_VERSION = "v1.37.0-local"
 

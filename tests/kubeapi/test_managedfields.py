@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.kubeapi import managedfields, patches
-from devplace.kubeapi.managedfields import Path
+from devplace.kubeapi import _managedfields as managedfields
+from devplace.kubeapi import _patches as patches
+from devplace.kubeapi._managedfields import Path
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 

@@ -17,9 +17,11 @@ import pytest
 import yaml
 
 from devplace import errors
-from devplace.api import normalize, registry
-from devplace.kubeapi import gnostics, openapis
-from devplace.placement import levels
+from devplace.api import _registry as registry
+from devplace.api import normalize
+from devplace.kubeapi import _gnostics as gnostics
+from devplace.kubeapi import _openapis as openapis
+from devplace.placement import _levels as levels
 
 ROOT = Path(__file__).resolve().parents[2]
 GVK = "x-kubernetes-group-version-kind"
@@ -325,8 +327,8 @@ def test_every_field_of_the_device_kinds_has_a_description_for_kubectl_explain()
 
 def test_every_documented_field_exists() -> None:
     """The description table names (model, field) pairs; a renamed field must not leave a stale entry."""
-    from devplace.api.definitions import TYPED_FIELDS
-    from devplace.kubeapi.openapis import _FIELD_DOCS, _model_classes
+    from devplace.api._definitions import TYPED_FIELDS
+    from devplace.kubeapi._openapis import _FIELD_DOCS, _model_classes
 
     classes: dict[str, Any] = {}
     for model in [info.model for info in registry.kinds()] + [level.body for level in levels.LEVELS]:
@@ -513,7 +515,7 @@ def test_the_v2_protobuf_encodes_an_operations_parameters_by_kind() -> None:
 
 @pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 2**40, -1])
 def test_varints_round_trip(value: int) -> None:
-    from devplace.kubeapi.gnostics import _varint
+    from devplace.kubeapi._gnostics import _varint
 
     decoded, _ = _read_varint(_varint(value), 0)
     assert decoded == (value if value >= 0 else value + 2**64)

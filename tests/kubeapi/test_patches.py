@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.kubeapi import patches
+from devplace.kubeapi import _patches as patches
 
 # -- RFC 7386 --------------------------------------------------------------------------------------------------------
 

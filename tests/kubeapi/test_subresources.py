@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.kubeapi import subresources
+from devplace.kubeapi import _subresources as subresources
 
 
 def deployment(wanted: Any = 2, **status: Any) -> dict[str, Any]:

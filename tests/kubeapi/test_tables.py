@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.api import registry
-from devplace.cli import output
-from devplace.kubeapi import tables
+from devplace.api import _registry as registry
+from devplace.cli import _output as output
+from devplace.kubeapi import _tables as tables
 
 NOW = 1_767_225_600.0 + 3600  # an hour after 2026-01-01T00:00:00Z
 CREATED = "2026-01-01T00:00:00Z"

@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from devplace.api.quantity import Quantity
-from devplace.placement import levels
-from devplace.placement.hpa import Requirement
+from devplace.api._quantity import Quantity
+from devplace.placement import _levels as levels
+from devplace.placement._hpa import Requirement
 
 Obj = dict[str, Any]
 

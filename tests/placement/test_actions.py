@@ -7,9 +7,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from devplace.placement.actions import patch_manifests, replicas_of, target_problems, warnings, workload_replicas
-from devplace.placement.hpa import Consumer, Requirement
-from devplace.placement.inventory import ClusterInventory, ClusterRef, NodeInventory, milli
+from devplace.placement._actions import patch_manifests, replicas_of, target_problems, warnings, workload_replicas
+from devplace.placement._hpa import Consumer, Requirement
+from devplace.placement._inventory import ClusterInventory, ClusterRef, NodeInventory, milli
 from tests.placement.samples import label, need, workload
 
 

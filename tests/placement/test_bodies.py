@@ -1,4 +1,4 @@
-"""EMCO's bodies (`devplace.placement.bodies`): every release's spelling is accepted, and the rules that span
+"""EMCO's bodies (`devplace.placement._bodies`): every release's spelling is accepted, and the rules that span
 fields hold."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.placement import levels
-from devplace.placement.bodies import AppBody, ClusterBody, ClusterLabelBody, GenericAppIntentBody, HpaIntentBody
+from devplace.placement import _levels as levels
+from devplace.placement._bodies import AppBody, ClusterBody, ClusterLabelBody, GenericAppIntentBody, HpaIntentBody
 
 
 def test_intents_accept_app_or_app_name() -> None:

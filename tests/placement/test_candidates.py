@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.placement.candidates import Because, Candidate
-from devplace.placement.inventory import ClusterRef
+from devplace.placement._candidates import Because, Candidate
+from devplace.placement._inventory import ClusterRef
 
 UNIVERSE = [ClusterRef("p", f"c{i}") for i in range(10)]
 

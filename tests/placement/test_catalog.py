@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.api import names
+from devplace.api import _names as names
 from devplace.clocks import SystemClock
-from devplace.placement import levels
-from devplace.placement.catalog import PENDING_ANNOTATION, Catalog, dig_state
-from devplace.placement.kinds import DIG_LABEL, PARENT_LABEL
+from devplace.placement import _levels as levels
+from devplace.placement._catalog import PENDING_ANNOTATION, Catalog, dig_state
+from devplace.placement._kinds import DIG_LABEL, PARENT_LABEL
 from devplace.store import MemoryStore, Store, cas
-from devplace.store.base import ObjectList
+from devplace.store._base import ObjectList
 
 P = ("my-proj1",)
 CA = ("my-proj1", "my-capp1", "v1.0")

@@ -8,7 +8,7 @@ import tarfile
 import pytest
 
 from devplace import errors
-from devplace.placement.charts import chart_manifests, kubeconfig_server
+from devplace.placement._charts import chart_manifests, kubeconfig_server
 from tests.placement.samples import chart_archive, kubeconfig, manifests_text, workload
 
 DEPLOYMENT = manifests_text(workload("Deployment", "web", "main"))

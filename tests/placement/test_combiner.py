@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from devplace.placement.candidates import Because, Candidate
-from devplace.placement.combiner import Outcome, combine
-from devplace.placement.inventory import ClusterRef
+from devplace.placement._candidates import Because, Candidate
+from devplace.placement._combiner import Outcome, combine
+from devplace.placement._inventory import ClusterRef
 
 U = [ClusterRef("edge", f"c{i}") for i in range(6)]
 

@@ -1,4 +1,4 @@
-"""Hpa resource consumers (`devplace.placement.consumers`): every dialect names one `Workload`, whose EMCO names
+"""Hpa resource consumers (`devplace.placement._consumers`): every dialect names one `Workload`, whose EMCO names
 map to Kubernetes names, and every error names the field as the client spelled it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.placement.consumers import FlatConsumerBody, HpaConsumerBody, SeedConsumerBody, Workload
-from devplace.placement.names import kube_name
+from devplace.placement._consumers import FlatConsumerBody, HpaConsumerBody, SeedConsumerBody, Workload
+from devplace.placement._names import kube_name
 
 
 def test_consumer_bodies_follow_the_seed() -> None:

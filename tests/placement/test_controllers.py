@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from devplace.clocks import FakeClock
-from devplace.placement import controllers
-from devplace.placement.candidates import Candidate
-from devplace.placement.controllers import (
+from devplace.placement import _controllers as controllers
+from devplace.placement._candidates import Candidate
+from devplace.placement._controllers import (
     GenericPlacement,
     HpaPlacement,
     PlacementContext,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devplace.placement.generic import AppIntent, ClusterSelector, NotSelected, generic_candidates
-from devplace.placement.inventory import ClusterInventory, ClusterRef
+from devplace.placement._generic import AppIntent, ClusterSelector, NotSelected, generic_candidates
+from devplace.placement._inventory import ClusterInventory, ClusterRef
 
 
 def fleet() -> list[ClusterInventory]:

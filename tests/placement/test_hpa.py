@@ -1,4 +1,4 @@
-"""The HPA placement controller: one test per rule of devplace.placement.hpa's docstring."""
+"""The HPA placement controller: one test per rule of devplace.placement._hpa's docstring."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.placement.hpa import (
+from devplace.placement._hpa import (
     Consumer,
     Contended,
     InventoryUnavailable,
@@ -22,7 +22,7 @@ from devplace.placement.hpa import (
     optional_fits,
     show_amount,
 )
-from devplace.placement.inventory import ClusterInventory, ClusterRef, NodeInventory, milli
+from devplace.placement._inventory import ClusterInventory, ClusterRef, NodeInventory, milli
 from tests.placement.samples import label, need
 
 EDGE = "edge"

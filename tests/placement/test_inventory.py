@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx2
 import pytest
 
-from devplace.placement.inventory import (
+from devplace.placement._inventory import (
     ClusterInventory,
     ClusterRef,
     NodeInventory,
@@ -15,7 +15,7 @@ from devplace.placement.inventory import (
     pod_requests,
     static_inventory,
 )
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.placement.samples import node_obj, pod_obj
 from tests.servers import serve_app

@@ -1,4 +1,4 @@
-"""The stored fleet kinds (`devplace.placement.kinds`): registered, cluster-scoped, validated by the registry."""
+"""The stored fleet kinds (`devplace.placement._kinds`): registered, cluster-scoped, validated by the registry."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from devplace import errors
-from devplace.api import registry
-from devplace.placement import levels
-from devplace.placement.kinds import API_VERSION
+from devplace.api import _registry as registry
+from devplace.placement import _levels as levels
+from devplace.placement._kinds import API_VERSION
 
 
 def test_fleet_kinds_are_registered_cluster_scoped() -> None:
@@ -54,15 +54,15 @@ def test_the_node_agent_and_the_store_build_no_emco_models() -> None:
 
 
 def test_the_cli_starts_up_without_emco_models_until_a_command_names_kinds() -> None:
-    assert _loaded_placement_modules("devplace.cli.app") == "[]"
+    assert _loaded_placement_modules("devplace.cli._app") == "[]"
 
 
 def test_importing_placement_registers_every_fleet_kind() -> None:
     found = _fresh(
-        "from devplace.api import registry\n"
-        "before = {k.kind for k in registry.kinds()}\n"
+        "from devplace.api import kinds\n"
+        "before = {k.kind for k in kinds()}\n"
         "import devplace.placement\n"
-        "print(sorted({k.kind for k in registry.kinds()} - before))"
+        "print(sorted({k.kind for k in kinds()} - before))"
     )
     assert found == str(sorted(level.kind for level in levels.LEVELS))
 
@@ -70,8 +70,8 @@ def test_importing_placement_registers_every_fleet_kind() -> None:
 def test_the_cli_commands_that_name_kinds_know_the_fleet_kinds() -> None:
     got = _fresh(
         "from typer.testing import CliRunner\n"
-        "from devplace.cli.app import app\n"
-        "from devplace.cli.crds import definitions\n"
+        "from devplace.cli._app import app\n"
+        "from devplace.cli._crds import definitions\n"
         "r = CliRunner()\n"
         "print(r.invoke(app, ['get', 'projects', '--store', 'memory']).output.strip())\n"
         "print(r.invoke(app, ['explain', 'apps', 'x', '--store', 'memory']).output.strip())\n"

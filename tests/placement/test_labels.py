@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.placement.catalog import Catalog
-from devplace.placement.labels import ClusterLabels, label_added, label_removed, labels_of
+from devplace.placement._catalog import Catalog
+from devplace.placement._labels import ClusterLabels, label_added, label_removed, labels_of
 from devplace.store import Store
 from tests.placement.samples import build_seed
 

@@ -1,12 +1,12 @@
-"""The /v2 hierarchy (`devplace.placement.levels`): store names of EMCO paths."""
+"""The /v2 hierarchy (`devplace.placement._levels`): store names of EMCO paths."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.api import names
-from devplace.placement import levels
+from devplace.api import _names as names
+from devplace.placement import _levels as levels
 
 
 @given(st.lists(st.text(min_size=1, max_size=40), min_size=7, max_size=7))

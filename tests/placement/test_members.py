@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from devplace.placement.kinds import DIG_LABEL
-from devplace.placement.members import ResourceRecord, apply_all, read_all, remove_all
-from devplace.server.app import create_app
+from devplace.placement._kinds import DIG_LABEL
+from devplace.placement._members import ResourceRecord, apply_all, read_all, remove_all
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.placement.samples import workload
 from tests.servers import serve_app

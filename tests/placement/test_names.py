@@ -1,4 +1,4 @@
-"""EMCO's names and their Kubernetes spellings (`devplace.placement.names`)."""
+"""EMCO's names and their Kubernetes spellings (`devplace.placement._names`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.api import names
-from devplace.placement.names import emco_name_problem, kube_name
+from devplace.api import _names as names
+from devplace.placement._names import emco_name_problem, kube_name
 
 
 @pytest.mark.parametrize("name", ["core-fwall-RAM-needs", "a", "A_b.c-9", "x" * 128])

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.placement.reports import StatusQuery, parse_status_query, readiness
+from devplace.placement._reports import StatusQuery, parse_status_query, readiness
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Hpa resource requirements (`devplace.placement.requirements`): both dialects state one `Need`, amounts become
+"""Hpa resource requirements (`devplace.placement._requirements`): both dialects state one `Need`, amounts become
 exact quantities, and every error names the field as the client spelled it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.api.quantity import Quantity
-from devplace.placement.requirements import (
+from devplace.api._quantity import Quantity
+from devplace.placement._requirements import (
     EmcoRequirementBody,
     HpaRequirementBody,
     Need,

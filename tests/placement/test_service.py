@@ -12,12 +12,12 @@ import pytest
 
 from devplace import errors
 from devplace.clocks import FakeClock, SystemClock
-from devplace.placement import levels
-from devplace.placement.candidates import Candidate
-from devplace.placement.catalog import Catalog
-from devplace.placement.controllers import GenericPlacement, HpaPlacement, PlacementContext
-from devplace.placement.service import PlacementService
-from devplace.server.app import create_app
+from devplace.placement import _levels as levels
+from devplace.placement._candidates import Candidate
+from devplace.placement._catalog import Catalog
+from devplace.placement._controllers import GenericPlacement, HpaPlacement, PlacementContext
+from devplace.placement._service import PlacementService
+from devplace.server._app import create_app
 from devplace.store import MemoryStore, Store
 from tests.placement.samples import DIG_PATH, SEED_CLUSTERS, build_seed, node_obj, pod_obj
 from tests.servers import serve_app

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from devplace.scheduler.classes import ResolvedClass, resolve_classes
-from devplace.scheduler.decisions import Snapshot
-from devplace.scheduler.devices import Device, device_of
-from devplace.scheduler.nodes import NodeInfo, node_info
-from devplace.scheduler.pods import PodInfo, pod_info
+from devplace.scheduler._classes import ResolvedClass, resolve_classes
+from devplace.scheduler._decisions import Snapshot
+from devplace.scheduler._devices import Device, device_of
+from devplace.scheduler._nodes import NodeInfo, node_info
+from devplace.scheduler._pods import PodInfo, pod_info
 
 SEED_CLASSES: dict[str, dict[str, Any]] = {
     "nvidia.high.mem": {

@@ -12,9 +12,9 @@ import pytest
 
 from devplace import errors
 from devplace.api import normalize
-from devplace.scheduler import admissions as admission
-from devplace.scheduler.classes import ClassSpec
-from devplace.server.app import create_app
+from devplace.scheduler import _admissions as admission
+from devplace.scheduler._classes import ClassSpec
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

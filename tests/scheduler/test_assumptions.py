@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from devplace.scheduler.assumptions import Assumed
-from devplace.scheduler.selection import DeviceIndex
+from devplace.scheduler._assumptions import Assumed
+from devplace.scheduler._selection import DeviceIndex
 from tests.scheduler.builders import device, node, pod, seed_classes
 
 HIGH = "nvidia.high.mem"

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.scheduler.classes import (
+from devplace.scheduler._classes import (
     ANNOTATION_PREFIX,
     ClassSpec,
     binding_annotations,

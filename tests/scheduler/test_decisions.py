@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.scheduler.assumptions import Assumed
-from devplace.scheduler.decisions import (
+from devplace.scheduler._assumptions import Assumed
+from devplace.scheduler._decisions import (
     Binding,
     Config,
     NodeVerdict,
@@ -17,7 +17,7 @@ from devplace.scheduler.decisions import (
     schedule_burst,
     schedule_one,
 )
-from devplace.scheduler.pods import PodInfo, pending_order
+from devplace.scheduler._pods import PodInfo, pending_order
 from tests.scheduler.builders import device, gpu_cluster, node, pod, seed_classes
 
 HIGH = "nvidia.high.mem"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from devplace import errors
-from devplace.scheduler.devices import device_attributes, device_of
+from devplace.scheduler._devices import device_attributes, device_of
 from tests.scheduler.builders import instance
 
 

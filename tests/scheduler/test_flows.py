@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from devplace.scheduler.flows import Network
+from devplace.scheduler._flows import Network
 
 
 def test_max_flow_finds_the_matching_a_greedy_choice_would_miss() -> None:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from devplace.scheduler.nodes import DEFAULT_MAX_PODS, Resources, availability_message, node_info
+from devplace.scheduler._nodes import DEFAULT_MAX_PODS, Resources, availability_message, node_info
 
 
 def test_node_info_reads_allocatable_and_sums_bound_pods() -> None:

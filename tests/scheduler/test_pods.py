@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from devplace import errors
-from devplace.scheduler.nodes import Resources
-from devplace.scheduler.pods import pending_order, pod_info
+from devplace.scheduler._nodes import Resources
+from devplace.scheduler._pods import pending_order, pod_info
 from tests.scheduler.builders import pod
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from devplace.clocks import FakeClock
-from devplace.scheduler import schedulers
-from devplace.scheduler.decisions import NodeVerdict
-from devplace.scheduler.schedulers import Scheduler
+from devplace.scheduler import _schedulers as schedulers
+from devplace.scheduler._decisions import NodeVerdict
+from devplace.scheduler._schedulers import Scheduler
 from devplace.store import MemoryStore, Store, open_store
 from tests.scheduler.builders import SEED_CLASSES
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace.scheduler.classes import STRATEGIES, ResolvedClass, Strategy, resolve_classes
-from devplace.scheduler.devices import Device
-from devplace.scheduler.selection import (
+from devplace.scheduler._classes import STRATEGIES, ResolvedClass, Strategy, resolve_classes
+from devplace.scheduler._devices import Device
+from devplace.scheduler._selection import (
     BatchPod,
     BatchResult,
     DeviceIndex,

@@ -14,12 +14,12 @@ import pytest
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.server.app import create_app, running
-from devplace.server.authn import Auth, TlsFiles, Tokens, identity_of_certificate
-from devplace.server.authz import Identity
+from devplace.server._app import create_app, running
+from devplace.server._authn import Auth, TlsFiles, Tokens, identity_of_certificate
+from devplace.server._authz import Identity
 from devplace.store import MemoryStore
-from devplace.store.remote import RemoteStore
-from devplace.store.restclients import Credentials
+from devplace.store._remote import RemoteStore
+from devplace.store._restclients import Credentials
 from tests.server.certificates import Issued, Pki
 
 TOKENS = """\

@@ -1,6 +1,6 @@
 """The authorization rules as tables: roles, request actions, request decisions and object decisions (pure).
 
-Every refusal rule of `devplace.server.authz` has a row here; the agent's and the simulated kubelet's own writes,
+Every refusal rule of `devplace.server._authz` has a row here; the agent's and the simulated kubelet's own writes,
 produced by their own pure functions, are admitted (the node rules allow what they do).
 """
 
@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from devplace.agent import conditions, instances, slots
-from devplace.agent import properties as agent_properties
+from devplace.agent import _conditions as conditions
+from devplace.agent import _instances as instances
+from devplace.agent import _properties as agent_properties
+from devplace.agent import _slots as slots
 from devplace.discovery import Device
-from devplace.server import authz
-from devplace.server.authz import Action, Allowed, Denied, Identity, Role
-from devplace.sim import nodes as sim_nodes
+from devplace.server import _authz as authz
+from devplace.server._authz import Action, Allowed, Denied, Identity, Role
+from devplace.sim import _nodes as sim_nodes
 
 A = Role("node", "node-a")
 ADMIN = Role("admin")

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.api.manifests import json_tree
-from devplace.server.bodies import decode_body, decode_value
-from devplace.server.errors import http_status
+from devplace.api._manifests import json_tree
+from devplace.server._bodies import decode_body, decode_value
+from devplace.server._statuses import http_status
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

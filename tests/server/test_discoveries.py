@@ -10,10 +10,10 @@ import httpx2
 import pytest
 
 from devplace import errors
-from devplace.api import registry
-from devplace.kubeapi import openapis
-from devplace.server import discoveries
-from devplace.server.app import create_app
+from devplace.api import _registry as registry
+from devplace.kubeapi import _openapis as openapis
+from devplace.server import _discoveries as discoveries
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

@@ -15,9 +15,9 @@ import httpx2
 import kubernetes_validate
 import pytest
 
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore, Store
-from devplace.store.sqlite import SqliteStore
+from devplace.store._sqlite import SqliteStore
 from tests.placement.samples import (
     ANALYTICS_ANY_OF,
     ANALYTICS_MANIFESTS,

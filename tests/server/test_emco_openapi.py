@@ -15,8 +15,8 @@ import schemathesis
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from devplace.placement.catalog import Catalog
-from devplace.server.app import create_app
+from devplace.placement._catalog import Catalog
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.placement.samples import build_seed
 

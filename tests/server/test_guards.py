@@ -14,14 +14,15 @@ import httpx2
 import pytest
 
 from devplace import errors
-from devplace.agent import Agent, AgentConfig, instances
+from devplace.agent import Agent, AgentConfig
+from devplace.agent import _instances as instances
 from devplace.clocks import FakeClock, SystemClock
 from devplace.discovery import World, builtin_registry
-from devplace.server.app import create_app
-from devplace.server.authn import Auth, Tokens
+from devplace.server._app import create_app
+from devplace.server._authn import Auth, Tokens
 from devplace.store import MemoryStore, Store
-from devplace.store.remote import RemoteStore
-from devplace.store.restclients import Credentials
+from devplace.store._remote import RemoteStore
+from devplace.store._restclients import Credentials
 from tests.agent.conftest import PREFIX, MiniKubelet, configuration, pod, secret
 from tests.servers import serve_app
 
@@ -194,7 +195,7 @@ def remote(url: str, token: str) -> RemoteStore:
 async def test_agents_with_node_tokens_do_their_work_and_are_refused_another_nodes_slot(
     url: str, clock: FakeClock, sock_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="devplace.server.guards")
+    caplog.set_level(logging.INFO, logger="devplace.server._guards")
     world = World()
     admin = remote(url, "admin-token")
     stores: dict[str, Store] = {}
@@ -286,7 +287,7 @@ async def test_agents_with_node_tokens_do_their_work_and_are_refused_another_nod
             await kubelet.stop()
         for store in (*stores.values(), admin):
             await store.close()
-    refusals = [r.getMessage() for r in caplog.records if r.name == "devplace.server.guards"]
+    refusals = [r.getMessage() for r in caplog.records if r.name == "devplace.server._guards"]
     assert len(refusals) == 2, refusals  # the two writes the test made; none of the agents' own
     assert all("node:node-b" in message for message in refusals)
 

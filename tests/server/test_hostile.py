@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from bench.hostile import alias_bomb, nested
 from devplace.cli import app as cli_app
-from devplace.server import bodies
-from devplace.server.app import create_app
+from devplace.server import _bodies as bodies
+from devplace.server._app import create_app
 from devplace.store import MemoryStore, Store, open_store
 from tests.servers import serve_app
 
@@ -310,7 +310,7 @@ async def test_a_yaml_key_given_twice_is_400_naming_the_key_and_where(
     ],
 )
 async def test_every_undecodable_fleet_body_is_422_bad_request(fleet_api: httpx2.AsyncClient, text: bytes) -> None:
-    """EMCO answers a body that does not parse with 422 (server/errors.py's table); the reason says which failure
+    """EMCO answers a body that does not parse with 422 (server/_statuses.py's table); the reason says which failure
     it was, as on the resource API, where the same bodies are 400 `BadRequest`."""
     assert_status(await fleet_api.post(PROJECTS, content=text, headers=JSON), 422, "BadRequest")
     assert_status(await fleet_api.post(CONFIGMAPS, content=text, headers=JSON), 400, "BadRequest")
@@ -354,7 +354,7 @@ async def test_head_on_a_watch_answers_at_once_and_ends_the_store_watch(
 def test_a_status_body_survives_json_round_trip_of_odd_text() -> None:
     """Status bodies are ASCII JSON: what a client decodes is the message as written."""
     from devplace import errors
-    from devplace.server.app import status_response
+    from devplace.server._app import status_response
 
     response = status_response(errors.Malformed("key '\ud800' and caf\u00e9"))
     assert response.body.isascii()

@@ -23,12 +23,12 @@ import yaml
 
 from devplace import errors
 from devplace.clocks import FakeClock, SystemClock
-from devplace.server import lists
-from devplace.server.app import create_app
-from devplace.server.authn import Auth, Tokens
+from devplace.server import _lists as lists
+from devplace.server._app import create_app
+from devplace.server._authn import Auth, Tokens
 from devplace.store import MemoryStore
-from devplace.store.remote import RemoteStore
-from devplace.store.sqlite import SqliteStore
+from devplace.store._remote import RemoteStore
+from devplace.store._sqlite import SqliteStore
 from tests.servers import serve_app
 
 BOUND = 10.0
@@ -191,7 +191,7 @@ def _raw_watch(port: int, path: str, token: str | None = None) -> socket.socket:
 async def test_a_watch_whose_client_stops_reading_is_dropped_and_frees_its_place(
     store: MemoryStore, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="devplace.server.limits")
+    caplog.set_level(logging.WARNING, logger="devplace.server._limits")
     app = create_app(store, fleet_api=False, clock=clock, max_watches_per_client=1, watch_stall_timeout=0.2)
     await store.create(config_map("big"))
     async with serve_app(app) as url:

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.server import lists
-from devplace.server.app import create_app
+from devplace.server import _lists as lists
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

@@ -17,8 +17,8 @@ import schemathesis
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from devplace.api import registry
-from devplace.server.app import create_app
+from devplace.api import _registry as registry
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 
 MAX_EXAMPLES = 25

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from devplace.kubeapi import gnostics, openapis
-from devplace.server.app import create_app
+from devplace.kubeapi import _gnostics as gnostics
+from devplace.kubeapi import _openapis as openapis
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

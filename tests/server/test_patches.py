@@ -14,9 +14,9 @@ import httpx2
 import pytest
 
 from devplace.clocks import FakeClock
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore, Store
-from devplace.store.sqlite import SqliteStore
+from devplace.store._sqlite import SqliteStore
 from tests.servers import serve_app
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.server.resources import Target, delete_preconditions, prepare_write, resolve
-from devplace.server.watches import watch_media_type, watch_response
-from devplace.store.base import Event
+from devplace.server._resources import Target, delete_preconditions, prepare_write, resolve
+from devplace.server._watches import watch_media_type, watch_response
+from devplace.store._base import Event
 
 
 def config(name: str = "cam", **meta: Any) -> dict[str, Any]:

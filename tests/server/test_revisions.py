@@ -13,9 +13,9 @@ from typing import Any
 import httpx2
 import pytest
 
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore, Store
-from devplace.store.sqlite import SqliteStore
+from devplace.store._sqlite import SqliteStore
 from tests.servers import serve_app
 
 NODES = "/api/v1/nodes"

@@ -8,7 +8,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

@@ -9,9 +9,9 @@ import httpx2
 import pytest
 
 from devplace.clocks import FakeClock
-from devplace.kubeapi import tables
-from devplace.server.app import create_app
-from devplace.server.representations import negotiate
+from devplace.kubeapi import _tables as tables
+from devplace.server._app import create_app
+from devplace.server._representations import negotiate
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

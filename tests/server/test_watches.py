@@ -11,7 +11,7 @@ import httpx2
 import pytest
 
 from devplace.clocks import FakeClock
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

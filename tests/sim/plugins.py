@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from devplace.deviceplugin import constants
+from devplace.deviceplugin import _constants as constants
 from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 

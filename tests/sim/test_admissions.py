@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.sim import admissions
-from devplace.sim.admissions import ContainerNeed, Shortfall
+from devplace.sim import _admissions as admissions
+from devplace.sim._admissions import ContainerNeed, Shortfall
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.deviceplugin import constants
+from devplace.deviceplugin import _constants as constants
 from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.sim import Fleet
 from devplace.store import MemoryStore

@@ -13,10 +13,10 @@ import pytest
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.deviceplugin import constants
+from devplace.deviceplugin import _constants as constants
 from devplace.deviceplugin.podresources.v1 import api_pb2 as pr_pb2
 from devplace.deviceplugin.podresources.v1 import api_pb2_grpc as pr_grpc
-from devplace.sim.kubelets import SimKubelet
+from devplace.sim._kubelets import SimKubelet
 from devplace.store import MemoryStore
 from tests.sim.plugins import FakePlugin
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devplace.api import registry
-from devplace.sim import nodes
+from devplace.api import _registry as registry
+from devplace.sim import _nodes as nodes
 
 
 def test_a_new_node_is_ready_and_offers_base_resources_and_devices():

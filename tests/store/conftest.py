@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from devplace.clocks import FakeClock
-from devplace.server.app import create_app
+from devplace.server._app import create_app
 from devplace.store import MemoryStore, Store
-from devplace.store.kube import KubeStore
-from devplace.store.kubeconfigs import ServerConfig
-from devplace.store.sqlite import SqliteStore
+from devplace.store._kube import KubeStore
+from devplace.store._kubeconfigs import ServerConfig
+from devplace.store._sqlite import SqliteStore
 from tests import etcds
 from tests.servers import remote_backend, serve_app
 
@@ -78,7 +78,7 @@ LACKS: dict[str, dict[str, str]] = {
         "watch_every_kind": "Kubernetes watches one resource at a time: no watch across kinds",
         "compact": "a Kubernetes API server compacts etcd itself; a client cannot",
         "gone_at_entry": "Kubernetes answers a gone resourceVersion with 200 and an ERROR event: Gone comes on the "
-        "first read (store/kube.py)",
+        "first read (store/_kube.py)",
         "replay_from_zero": "Kubernetes replays no history from revision 0: since=0 is the current state, then changes",
     },
 }

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devplace import errors
-from devplace.store import base
-from devplace.store.base import Key
+from devplace.store import _base as base
+from devplace.store._base import Key
 
 JSON_VALUES = st.recursive(
     st.none()

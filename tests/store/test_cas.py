@@ -10,7 +10,7 @@ import pytest
 from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.store import DELETE, Store, cas
-from devplace.store.cas import BASE_DELAY, MAX_DELAY, Delete, backoff
+from devplace.store._cas import BASE_DELAY, MAX_DELAY, Delete, backoff
 
 
 def _cm(name: str, **data: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The Store contract (devplace.store.base), run against every backend in conftest.BACKENDS.
+"""The Store contract (devplace.store._base), run against every backend in conftest.BACKENDS.
 
 Each test states one promise of the protocol's docstring. Watch tests never wait for "nothing to happen": to show an
 event is filtered out they write a matching sentinel afterwards and check that the sentinel is the next event.
@@ -27,10 +27,10 @@ from hypothesis.stateful import (
 )
 
 from devplace import errors
-from devplace.api import selectors
+from devplace.api import _selectors as selectors
 from devplace.clocks import FakeClock
 from devplace.store import Event, Store, cas
-from devplace.store.base import MAX_OBJECT_BYTES
+from devplace.store._base import MAX_OBJECT_BYTES
 from tests.store.conftest import BACKENDS, MODEL_EXAMPLES, BackendFactory
 from tests.store.samples import WATCH_BOUND, configmap, node, pod, rv, summary, take
 

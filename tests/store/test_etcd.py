@@ -21,8 +21,8 @@ import pytest
 
 from devplace import errors, store
 from devplace.clocks import FakeClock
-from devplace.store import etcd
-from devplace.store.etcd import EtcdOptions, EtcdStore, parse_url
+from devplace.store import _etcd as etcd
+from devplace.store._etcd import EtcdOptions, EtcdStore, parse_url
 from devplace.store.etcdserverpb import rpc_pb2 as pb
 from devplace.store.etcdserverpb import rpc_pb2_grpc as pb_grpc
 from tests import etcds

@@ -6,7 +6,7 @@ stream loses nothing; a BOOKMARK moves the position), 410 on the first read and 
 a list then a watch, and `status` written through `/status` where Kubernetes ignores it in a create or an update.
 
 The API server is `devplace server` (a real uvicorn on 127.0.0.1) wherever it can say what is tested. Two things it
-cannot: a BOOKMARK ahead of the last event (its bookmarks promise only what the stream already sent; server/watches.py
+cannot: a BOOKMARK ahead of the last event (its bookmarks promise only what the stream already sent; server/_watches.py
 says why), and ignoring `status` on the main resource (a documented departure of devplace's). For those a small ASGI
 app speaks the few lines of the protocol a real API server would, still over real HTTP.
 """
@@ -32,10 +32,10 @@ from hypothesis.stateful import precondition, rule, run_state_machine_as_test
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.server.app import create_app, running
+from devplace.server._app import create_app, running
 from devplace.store import Event, Informer, MemoryStore, open_store
-from devplace.store.kube import KubeOptions, KubeStore, load_config, parse_url, resource_of
-from devplace.store.kubeconfigs import ServerConfig
+from devplace.store._kube import KubeOptions, KubeStore, load_config, parse_url, resource_of
+from devplace.store._kubeconfigs import ServerConfig
 from tests.store.conftest import kube_store as kube_backend
 from tests.store.samples import WATCH_BOUND, configmap, rv, take
 from tests.store.test_contract import StoreMatchesModel

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from devplace import errors
-from devplace.store import kubeconfigs
-from devplace.store.kubeconfigs import Kubeconfig, ServerConfig, credentials_for_server, current_server, find
-from devplace.store.restclients import Credentials, ExecPlugin
+from devplace.store import _kubeconfigs as kubeconfigs
+from devplace.store._kubeconfigs import Kubeconfig, ServerConfig, credentials_for_server, current_server, find
+from devplace.store._restclients import Credentials, ExecPlugin
 
 
 def kubeconfig(path: Path, contexts: dict[str, tuple[str, dict[str, Any]]], current: str | None = None) -> Path:

@@ -20,7 +20,7 @@ import pytest
 from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.store import MemoryStore
-from devplace.store import memory as memory_backend
+from devplace.store import _memory as memory_backend
 from tests.store.samples import configmap, node, pod, take
 
 

@@ -20,9 +20,9 @@ from fastapi.responses import JSONResponse, Response
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.server.app import create_app, running
+from devplace.server._app import create_app, running
 from devplace.store import Informer, MemoryStore, open_store
-from devplace.store.remote import RemoteStore
+from devplace.store._remote import RemoteStore
 from devplace.supervisors import Supervisor
 from tests.servers import free_port, serve_app
 from tests.store.samples import WATCH_BOUND, configmap, node, take

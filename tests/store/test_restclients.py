@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse, Response
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.server import errors as http_errors
-from devplace.store.restclients import (
+from devplace.server import _statuses as http_errors
+from devplace.store._restclients import (
     Credentials,
     ExecPlugin,
     Resource,

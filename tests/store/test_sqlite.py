@@ -25,8 +25,8 @@ import pytest
 from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.store import Event, open_store
-from devplace.store import sqlite as sqlite_backend
-from devplace.store.sqlite import SqliteStore
+from devplace.store import _sqlite as sqlite_backend
+from devplace.store._sqlite import SqliteStore
 from tests.processes import stop_child
 from tests.store.samples import WATCH_BOUND, configmap, node, pod, rv, take
 

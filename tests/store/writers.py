@@ -16,7 +16,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.store import cas
-from devplace.store.sqlite import SqliteStore
+from devplace.store._sqlite import SqliteStore
 
 
 def _increment(obj: dict[str, Any]) -> dict[str, Any]:

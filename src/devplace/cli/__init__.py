@@ -1,4 +1,17 @@
-"""The `devplace` command."""
+"""The `devplace` command: thin: it parses, calls the parts, prints.
+
+- `app`: the typer application; each command group registers itself from its module;
+- `resources`: `apply | get | describe | delete | watch` over any store;
+- `output`: tables, JSON, YAML, describe text and watch lines;
+- `explains`: `devplace explain pod NAME`;
+- `crds`: `devplace crds`;
+- `emco`: `devplace fleet ...`, the /v2 client; `emcofiles`: emcoctl's resource files;
+- `servers`: `devplace server`; `agents`: `devplace agent`; `daemons`: `devplace scheduler | controller`;
+- `kubelets`: `devplace kubelet-sim`;
+- `demos`: `devplace demo`, which runs `devplace.demo`.
+
+One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
+"""
 
 import os
 
@@ -6,6 +19,9 @@ import os
 # before `grpc` is first imported; a user's own setting wins.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from devplace.cli.app import app, main
+from devplace.cli._app import app, main
 
-__all__ = ["app", "main"]
+__all__ = [
+    "app",
+    "main",
+]

@@ -1,3 +1,3 @@
-from devplace.cli.app import main
+from devplace.cli._app import main
 
 main()

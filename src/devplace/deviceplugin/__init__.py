@@ -1,23 +1,26 @@
-"""deviceplugin: the kubelet's device plugin (v1beta1) and PodResources (v1) protocols, and gRPC error mapping.
+"""The kubelet's device plugin (v1beta1) and PodResources (v1) protocols, and the gRPC error mapping.
 
-Generated stubs live in `devplace.deviceplugin.v1beta1` and `devplace.deviceplugin.podresources.v1` (regenerate with
-`make protos`; CI checks them with `tools/protos.py --check`). `devplace.deviceplugin.errors` is the only module that
-translates between devplace errors and gRPC status codes.
+- `constants`: the protocol's version, socket names and directories, health values;
+- `errors`: the only translation between devplace errors and gRPC status codes.
 
+The generated stubs are public, as the wire protocol they are: `devplace.deviceplugin.v1beta1` and
+`devplace.deviceplugin.podresources.v1` (regenerate with `make protos`; CI checks them with `tools/protos.py --check`).
 gRPC's own INFO lines are silenced by the `devplace` package itself (see its docstring), before grpc is imported.
+
+One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """
 
-from devplace.deviceplugin import constants
-from devplace.deviceplugin.constants import (
+from devplace.deviceplugin._constants import (
     DEFAULT_KUBELET_DIR,
     DEVICE_PLUGIN_DIR,
     HEALTHY,
     KUBELET_SOCKET_NAME,
     POD_RESOURCES_DIR,
+    PRE_START_CONTAINER_TIMEOUT,
     UNHEALTHY,
     VERSION,
 )
-from devplace.deviceplugin.errors import abort, from_rpc_error, grpc_code
+from devplace.deviceplugin._errors import abort, from_rpc_error
 
 __all__ = [
     "DEFAULT_KUBELET_DIR",
@@ -25,10 +28,9 @@ __all__ = [
     "HEALTHY",
     "KUBELET_SOCKET_NAME",
     "POD_RESOURCES_DIR",
+    "PRE_START_CONTAINER_TIMEOUT",
     "UNHEALTHY",
     "VERSION",
     "abort",
-    "constants",
     "from_rpc_error",
-    "grpc_code",
 ]

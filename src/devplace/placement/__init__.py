@@ -13,7 +13,8 @@ EMCO's objects, pure (importing the package imports `kinds`, which registers the
 Pure decisions:
 
 - `intents`: stored intents resolved into the controllers' data;
-- `generic`, `hpa`: the placement controllers;
+- `candidates`: partition candidates, what a placement controller says about each app;
+- `controllers`: how the placement controllers (`generic`, `hpa`) run: all at once, each under its own timeout;
 - `combiner`: the scheduler of controllers;
 - `actions`: manifest patching;
 - `reports`: decision documents and EMCO's status;
@@ -27,11 +28,46 @@ I/O shells:
 - `members`: objects handed to member clusters and taken back;
 - `service`: the lifecycle: plan, approve, instantiate, status, terminate.
 
-Callers import the module they need (`from devplace.placement import catalog, service`): the package re-exports
-nothing. Whatever needs the fleet kinds registered (the server, the sim, the CLI, CRD generation) imports
-`devplace.placement` first.
+Whatever needs the fleet kinds registered (the server, the sim, the CLI, CRD generation) imports `devplace.placement`
+first. One door: every module here is private; this face is what the package promises (pinned by
+tests/test_faces.py).
 """
 
-from devplace.placement import kinds  # noqa: F401  (registers the fleet kinds)
+from devplace.placement import _kinds  # noqa: F401  (registers the fleet kinds)
+from devplace.placement._bodies import ClusterLabelBody
+from devplace.placement._catalog import cluster_labels
+from devplace.placement._charts import chart_manifests, kubeconfig_server
+from devplace.placement._labels import ClusterLabels
+from devplace.placement._levels import (
+    APP,
+    CLUSTER,
+    DEPLOYMENT_INTENT_GROUP,
+    HPA_CONSUMER,
+    HPA_INTENT,
+    HPA_REQUIREMENT,
+    LEVELS,
+    Level,
+)
+from devplace.placement._names import cluster_label_text, split_cluster_label
+from devplace.placement._reports import parse_status_query
+from devplace.placement._service import PlacementService
 
-__all__: list[str] = []
+__all__ = [
+    "APP",
+    "CLUSTER",
+    "DEPLOYMENT_INTENT_GROUP",
+    "HPA_CONSUMER",
+    "HPA_INTENT",
+    "HPA_REQUIREMENT",
+    "LEVELS",
+    "ClusterLabelBody",
+    "ClusterLabels",
+    "Level",
+    "PlacementService",
+    "chart_manifests",
+    "cluster_label_text",
+    "cluster_labels",
+    "kubeconfig_server",
+    "parse_status_query",
+    "split_cluster_label",
+]

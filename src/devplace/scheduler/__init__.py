@@ -1,40 +1,40 @@
-"""The resource-class scheduler's decision core (DESIGN.md section 6, seed 003): pure functions over plain data.
+"""The resource-class scheduler (DESIGN.md section 6, seed 003): a filter/score/bind framework over plain data,
+and its I/O shell.
 
-Wire objects are read once at the boundary (`device_of`, `pod_info`, `node_info`, `resolve_classes`); a `Snapshot`
-snapshot indexes devices by node and class; `schedule_one` filters, scores, selects devices and returns a `Binding`
-(node + `resClass_<class>_<device>` annotations) or an `Unschedulable` with per-node reasons; `Assumed` keeps
-decisions the snapshot does not show yet; `place_batch` places a batch, `optimal` by max flow.
-No I/O here: informers, the store and the binding writes belong to the shell around it.
+Pure:
+- `decisions`: one pod's decision: filter, score, select devices; a `Binding` or an `Unschedulable` with per-node
+  reasons, over one `Snapshot` of the cluster;
+- `filters`, `scores`: the filter and score plugins;
+- `selection`: the device choice, for one pod or a batch (`flows`: the max-flow core);
+- `classes`: resource classes: parsing, nested classes, pod requests, binding annotations, class status;
+- `devices`, `nodes`, `pods`: Instances, Nodes and Pods as the scheduler sees them;
+- `assumptions`: what has been decided but the snapshot does not show yet;
+- `admissions`: the rules a write must pass that need what is already stored (Kubernetes' admission).
+
+Shell: `schedulers` (`Scheduler`): informers in, one event-driven decision queue, CAS writes out.
+
+One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """
 
-from devplace.scheduler.assumptions import Assumed
-from devplace.scheduler.classes import ResolvedClass, class_requests, class_status, resolve_classes
-from devplace.scheduler.decisions import Binding, Config, Snapshot, Unschedulable, schedule_burst, schedule_one
-from devplace.scheduler.devices import Device, device_of
-from devplace.scheduler.nodes import NodeInfo, node_info
-from devplace.scheduler.pods import PodInfo, pending_order, pod_info
-from devplace.scheduler.selection import BatchPod, place_batch, select_devices
+from devplace.scheduler._admissions import ADMISSION, admit_update, admit_write
+from devplace.scheduler._classes import ANNOTATION_PREFIX, RESOURCE_PREFIX, ResolvedClass, Strategy, resolve_each
+from devplace.scheduler._decisions import NodeVerdict
+from devplace.scheduler._devices import device_attributes
+from devplace.scheduler._nodes import availability_message
+from devplace.scheduler._schedulers import POD_SCHEDULED, Scheduler
 
 __all__ = [
-    "Assumed",
-    "BatchPod",
-    "Binding",
-    "Config",
-    "Device",
-    "NodeInfo",
-    "PodInfo",
+    "ADMISSION",
+    "ANNOTATION_PREFIX",
+    "POD_SCHEDULED",
+    "RESOURCE_PREFIX",
+    "NodeVerdict",
     "ResolvedClass",
-    "Snapshot",
-    "Unschedulable",
-    "class_requests",
-    "class_status",
-    "device_of",
-    "node_info",
-    "pending_order",
-    "place_batch",
-    "pod_info",
-    "resolve_classes",
-    "schedule_burst",
-    "schedule_one",
-    "select_devices",
+    "Scheduler",
+    "Strategy",
+    "admit_update",
+    "admit_write",
+    "availability_message",
+    "device_attributes",
+    "resolve_each",
 ]

@@ -1,3 +1,37 @@
-"""The devplace API server: the Kubernetes-style resource API and the EMCO-style fleet API (/v2)."""
+"""The devplace API server: the Kubernetes-style resource API and the EMCO-style fleet API (/v2), one FastAPI app
+over one `Store`.
 
-__all__: list[str] = []
+- `app`: `create_app`, `running`, `EmbeddedServer`: the app and its in-process server;
+- `resources`: the resource API (get, list, create, replace, delete); `lists`: paging and resourceVersion rules;
+- `watches`: watch streams; `limits`: how many watches and how long a stalled one waits;
+- `patches`: PATCH in its four types, on objects, /status and /scale;
+- `representations`: objects or Tables, by `Accept`; `bodies`: request bodies, capped and decoded off the loop;
+- `discoveries`: API discovery; `openapis`: /openapi/v2 and /openapi/v3;
+- `emco`: the /v2 fleet API;
+- `authn`, `authz`, `guards`: who a request comes from, what it may do, and the shells that enforce both;
+- `statuses`: the one place a devplace error becomes an HTTP status (why a PUT is a 409: a `Conflict`, stale
+  resourceVersion, from the store's compare-and-swap; or a `Refused` rule).
+
+One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
+"""
+
+from devplace.server._app import DEFAULT_MAX_BODY_BYTES, EmbeddedServer, create_app, running
+from devplace.server._authn import Auth, TlsFiles, Tokens, uvicorn_options
+from devplace.server._discoveries import api_resource_list
+from devplace.server._limits import DEFAULT_MAX_WATCHES, DEFAULT_STALL_TIMEOUT
+from devplace.server._statuses import http_status
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_WATCHES",
+    "DEFAULT_STALL_TIMEOUT",
+    "Auth",
+    "EmbeddedServer",
+    "TlsFiles",
+    "Tokens",
+    "api_resource_list",
+    "create_app",
+    "http_status",
+    "running",
+    "uvicorn_options",
+]

@@ -1,28 +1,55 @@
 """The object store: one protocol, several backends, one concurrency rule (compare-and-swap on resourceVersion).
 
-On top of the protocol: `cas` (the one read-decide-write loop) and `Informer` (list, watch, relist; typed, indexed).
-Backends are opened by URL (`open_store`); their classes load on first use, so importing the store stays cheap.
+- `base`: the `Store` protocol and the helpers every backend shares;
+- `cas`: the one read-decide-write loop; `applies`: apply a manifest through it;
+- `informers`: `Informer`: list, watch, relist; typed, indexed;
+- `memory`, `sqlite`, `etcd`: the backends that hold the data (`etcdserverpb`: etcd's generated v3 stubs);
+- `remote`, `kube`: clients of devplace's API server and of a Kubernetes API server, on one REST client core
+  (`restclients`) and one kubeconfig reader (`kubeconfigs`);
+- `open`: `open_store(url)`; the backends' classes load on first use, so importing the store stays cheap.
+
+One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from devplace.store.base import Event, EventType, Key, ObjectList, Store, WatchStream
-from devplace.store.cas import DELETE, Written, cas
-from devplace.store.informers import Change, Informer
-from devplace.store.memory import MemoryStore
-from devplace.store.open import open_store
+from devplace.store._applies import Admission, Applied, apply_object
+from devplace.store._base import (
+    Event,
+    EventType,
+    Key,
+    ObjectList,
+    Store,
+    WatchStream,
+    key_fields,
+    key_of,
+    parse_filters,
+    resource_version_of,
+    rfc3339,
+    stamp_created,
+    stamp_updated,
+)
+from devplace.store._cas import DELETE, Decide, Delete, Written, cas
+from devplace.store._informers import Change, Informer, ObjKey
+from devplace.store._memory import MemoryStore
+from devplace.store._open import open_store
 
 if TYPE_CHECKING:
-    from devplace.store.etcd import EtcdStore
-    from devplace.store.kube import KubeStore
-    from devplace.store.remote import RemoteStore
-    from devplace.store.sqlite import SqliteStore
+    from devplace.store._etcd import EtcdStore
+    from devplace.store._kube import KubeStore
+    from devplace.store._kubeconfigs import current_server
+    from devplace.store._remote import RemoteStore
+    from devplace.store._sqlite import SqliteStore
 
 __all__ = [
     "DELETE",
+    "Admission",
+    "Applied",
     "Change",
+    "Decide",
+    "Delete",
     "EtcdStore",
     "Event",
     "EventType",
@@ -30,32 +57,40 @@ __all__ = [
     "Key",
     "KubeStore",
     "MemoryStore",
+    "ObjKey",
     "ObjectList",
     "RemoteStore",
     "SqliteStore",
     "Store",
     "WatchStream",
     "Written",
+    "apply_object",
     "cas",
+    "current_server",
+    "key_fields",
+    "key_of",
     "open_store",
+    "parse_filters",
+    "resource_version_of",
+    "rfc3339",
+    "stamp_created",
+    "stamp_updated",
 ]
+
+_LAZY = {
+    "current_server": "devplace.store._kubeconfigs",
+    "EtcdStore": "devplace.store._etcd",
+    "KubeStore": "devplace.store._kube",
+    "RemoteStore": "devplace.store._remote",
+    "SqliteStore": "devplace.store._sqlite",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "SqliteStore":
-        from devplace.store.sqlite import SqliteStore
+    """The backends (and the kubeconfig reader, which needs the HTTP client) load on first use, so importing the store
+    stays cheap."""
+    if name in _LAZY:
+        import importlib
 
-        return SqliteStore
-    if name == "EtcdStore":
-        from devplace.store.etcd import EtcdStore
-
-        return EtcdStore
-    if name == "KubeStore":
-        from devplace.store.kube import KubeStore
-
-        return KubeStore
-    if name == "RemoteStore":
-        from devplace.store.remote import RemoteStore
-
-        return RemoteStore
-    raise AttributeError(f"module 'devplace.store' has no attribute {name!r}")
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

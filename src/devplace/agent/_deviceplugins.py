@@ -1,0 +1,444 @@
+"""The device plugins the kubelet talks to: one per (Instance, node) and one per (Configuration, node).
+
+Both are `DevicePlugin` servicers (kubelet device plugin API v1beta1) over the agent's cache; `servers.py` puts each
+on its own unix socket and registers it. The decisions are in `slots`; this module is the thin shell around them:
+
+- ListAndWatch sends the full list at once and again whenever the agent notifies a change (many changes collapse
+  into one send; a send is skipped when the list did not change, unless forced after a refused Allocate, when the
+  kubelet evidently had a stale view: Akri #849).
+- Allocate claims by compare-and-swap on the Instance (`writes.update_usage`), re-deciding on every fresh
+  copy (a refusal made on the cached copy is decided again on a fresh read before it stands). A refusal becomes a
+  gRPC error through `devplace.deviceplugin._errors` (the one mapping), and every slot claimed earlier in the same
+  request is released again, so a failed request holds nothing (also when the RPC is cancelled mid-request or fails
+  on an unexpected error); the kubelet is sent a fresh list at once (forced), so it stops offering what it cannot
+  have.
+- Allocate is on the kubelet's pod admission path, so it does only what the answer needs: the pure decision on the
+  cached record, one CAS, the response (kept and handed out again while the same slots of unchanged Instances are
+  granted). What a claim sets off besides (ListAndWatch re-sends, a PodResources look) is held back by the agent
+  (`PluginHost.hold`) until the RPC has ended, i.e. its answer is on the wire.
+- IL: device ids are slot names. CL: device ids are virtual devices (`slots` explains them); each maps to a free
+  slot of its Instance at Allocate time, and re-offering a vdev this node holds returns the same slot.
+
+AllocateResponse per container: env vars from each Instance's brokerProperties, plain and suffixed with the
+Instance's digest in upper case (`<KEY>_<DIGEST>`, as Akri does, so several devices' properties do not collide);
+mounts and device nodes of the discovered device; annotations `devplace.io/slots` and `devplace.io/instances`.
+
+CL preference knob: the Configuration annotation `devplace.io/cl-preference: spread|pack` (default spread) steers
+GetPreferredAllocation with `uniqueDevices: false`: spread a pod's devices over Instances, or fill one first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import grpc.aio
+
+from devplace import errors
+from devplace.agent import _slots as slots
+from devplace.agent import _writes as writes
+from devplace.agent._caches import NodeCache
+from devplace.agent._instances import InstanceRecord
+from devplace.agent._release_rules import DeviceKey
+from devplace.deviceplugin import HEALTHY, UNHEALTHY, abort
+from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from devplace.discovery import Device, Signal
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_SLOTS = "devplace.io/slots"
+ANNOTATION_INSTANCES = "devplace.io/instances"
+CL_PREFERENCE = "devplace.io/cl-preference"
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class PluginHost(Protocol):
+    """What a plugin needs from its agent."""
+
+    @property
+    def cache(self) -> NodeCache: ...
+
+    @property
+    def node(self) -> str: ...
+
+    def device(self, namespace: str, instance: str) -> Device | None:
+        """The device this node discovered for an Instance (for mounts and device nodes)."""
+        ...
+
+    def allocated(self, keys: Iterable[DeviceKey]) -> None:
+        """Called after each container's successful claim (release bookkeeping)."""
+        ...
+
+    def hold(self) -> Callable[[], None]:
+        """Count the agent busy and hold back unforced ListAndWatch wake-ups and the follow-up work of claims until
+        the returned function is called (once, when the Allocate's answer is on its way), so `Agent.is_idle` stays
+        exact and the answer is not queued behind work it does not need."""
+        ...
+
+
+def container_response(
+    granted: Sequence[tuple[InstanceRecord, str]], devices: Mapping[str, Device | None]
+) -> api_pb2.ContainerAllocateResponse:
+    """The kubelet's answer for one container that got `granted` (Instance, slot) pairs; pure.
+
+    `devices` maps Instance names to the discovered device (None when this node has no record of it).
+    """
+    envs: dict[str, str] = {}
+    mounts: dict[tuple[str, str], api_pb2.Mount] = {}
+    specs: dict[tuple[str, str], api_pb2.DeviceSpec] = {}
+    instances: list[str] = []
+    for record, _slot in granted:
+        if record.name in instances:
+            continue
+        instances.append(record.name)
+        suffix = record.digest.upper()
+        for key, value in sorted(record.broker_properties.items()):
+            envs[key] = value
+            envs[f"{key}_{suffix}"] = value
+        device = devices.get(record.name)
+        if device is None:
+            continue
+        for m in device.mounts:
+            mounts.setdefault(
+                (m.container_path, m.host_path),
+                api_pb2.Mount(container_path=m.container_path, host_path=m.host_path, read_only=m.read_only),
+            )
+        for d in device.device_specs:
+            specs.setdefault(
+                (d.container_path, d.host_path),
+                api_pb2.DeviceSpec(container_path=d.container_path, host_path=d.host_path, permissions=d.permissions),
+            )
+    return api_pb2.ContainerAllocateResponse(
+        envs=envs,
+        mounts=list(mounts.values()),
+        devices=list(specs.values()),
+        annotations={
+            ANNOTATION_SLOTS: ",".join(slot for _, slot in granted),
+            ANNOTATION_INSTANCES: ",".join(instances),
+        },
+    )
+
+
+def preference_of(annotations: Mapping[str, str]) -> slots.Preference:
+    value = annotations.get(CL_PREFERENCE, "spread")
+    if value == "pack":
+        return "pack"
+    if value != "spread":
+        log.warning("%s=%r is neither 'spread' nor 'pack'; using 'spread'", CL_PREFERENCE, value)
+    return "spread"
+
+
+def _after_rpc(context: Context, resume: Callable[[], None]) -> bool:
+    """Call `resume` once the RPC has ended (gRPC calls done-callbacks on every ending: answered, aborted, cancelled,
+    timed out); False if `context` cannot, and the caller resumes at once."""
+    add_done_callback = getattr(context, "add_done_callback", None)
+    if add_done_callback is None:
+        return False
+    try:
+        add_done_callback(lambda _context: resume())
+    except Exception:  # an RPC that has already ended
+        return False
+    return True
+
+
+ResponseKey = tuple[tuple[tuple[str, str, Mapping[str, str], Device | None], ...], ...]
+"""Per container, per granted slot: (Instance, slot, its brokerProperties, the discovered device): all an
+AllocateResponse is made of. Compared with ==, which is an identity check while nothing changed."""
+
+
+class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
+    """Common shell: options, the ListAndWatch stream, Allocate with rollback. Subclasses decide."""
+
+    preferred_allocation = False
+
+    def __init__(self, host: PluginHost, namespace: str, name: str, resource: str) -> None:
+        self.host = host
+        self.namespace = namespace
+        self.name = name
+        self.resource_name = resource
+        self._signal = Signal()
+        self._generation = 0
+        self._forced = 0
+        self._streams: dict[int, int] = {}
+        self._stream_ids = 0
+        self._closed = False
+        self._response: tuple[ResponseKey, api_pb2.AllocateResponse] | None = None
+
+    # -- what subclasses provide ----------------------------------------------------------------------------
+
+    def devices(self) -> list[slots.DeviceHealth]:
+        raise NotImplementedError
+
+    async def claim_container(self, ids: Sequence[str]) -> tuple[list[tuple[InstanceRecord, str]], list[Undo]]:
+        """Claim one container's devices; returns (Instance, slot) per id and what to undo on a later failure."""
+        raise NotImplementedError
+
+    # -- notification ---------------------------------------------------------------------------------------
+
+    def notify(self, force: bool = False, wake: bool = True) -> None:
+        """The agent saw a change that may affect this plugin's list (force: send even if unchanged).
+
+        `wake=False` records it (so `pending` is True) without waking the streams yet: `wake()` follows later.
+        """
+        self._generation += 1
+        if force:
+            self._forced = self._generation
+        if wake:
+            self.wake()
+
+    def wake(self) -> None:
+        """Let the open streams send what they have not sent yet."""
+        if self._streams:  # with no stream open there is nobody to wake; a new stream reads the state fresh
+            self._signal.fire()
+
+    def close(self) -> None:
+        """End every ListAndWatch stream (the server is going away)."""
+        self._closed = True
+        self._signal.fire()
+
+    def reopen(self) -> None:
+        """Accept streams again after `close` (the server restarts on a fresh socket)."""
+        self._closed = False
+
+    @property
+    def pending(self) -> bool:
+        """A notification that an open stream has not sent yet."""
+        return any(sent < self._generation for sent in self._streams.values())
+
+    # -- DevicePlugin service -------------------------------------------------------------------------------
+
+    async def GetDevicePluginOptions(self, request: api_pb2.Empty, context: Context) -> api_pb2.DevicePluginOptions:
+        return api_pb2.DevicePluginOptions(
+            pre_start_required=False, get_preferred_allocation_available=self.preferred_allocation
+        )
+
+    async def ListAndWatch(
+        self, request: api_pb2.Empty, context: Context
+    ) -> AsyncIterator[api_pb2.ListAndWatchResponse]:
+        self._stream_ids += 1
+        stream = self._stream_ids
+        self._streams[stream] = -1
+        last: list[slots.DeviceHealth] | None = None
+        try:
+            while not self._closed:
+                wake = self._signal.current()
+                generation = self._generation
+                current = self.devices()
+                if current != last or self._forced > self._streams[stream]:
+                    last = current
+                    yield api_pb2.ListAndWatchResponse(
+                        devices=[api_pb2.Device(ID=d.id, health=HEALTHY if d.healthy else UNHEALTHY) for d in current]
+                    )
+                self._streams[stream] = generation
+                if generation == self._generation:
+                    await wake.wait()
+        finally:
+            del self._streams[stream]
+
+    async def GetPreferredAllocation(
+        self, request: api_pb2.PreferredAllocationRequest, context: Context
+    ) -> api_pb2.PreferredAllocationResponse:
+        return api_pb2.PreferredAllocationResponse(
+            container_responses=[
+                api_pb2.ContainerPreferredAllocationResponse(
+                    deviceIDs=self.prefer(
+                        list(req.available_deviceIDs), list(req.must_include_deviceIDs), req.allocation_size
+                    )
+                )
+                for req in request.container_requests
+            ]
+        )
+
+    def prefer(self, available: list[str], must_include: list[str], size: int) -> list[str]:
+        return slots.preferred_allocation(available, must_include, size, {})
+
+    async def Allocate(self, request: api_pb2.AllocateRequest, context: Context) -> api_pb2.AllocateResponse:
+        resume = self.host.hold()
+        handed_over = False
+        undo: list[Undo] = []
+        try:
+            grants: list[list[tuple[InstanceRecord, str]]] = []
+            for req in request.container_requests:
+                ids = list(req.devices_ids)
+                granted, done = await self.claim_container(ids)
+                undo.extend(done)
+                grants.append(granted)
+                self.host.allocated([(self.resource_name, device_id) for device_id in ids])
+            response = self._response_for(grants)
+            handed_over = _after_rpc(context, resume)
+            return response
+        except errors.DevplaceError as e:
+            await self._rollback(undo)
+            log.info("%s: Allocate refused: %s", self.resource_name, e.message)
+            await abort(context, e)
+        except BaseException:
+            # cancelled (the kubelet's deadline passed) or a bug: the request failed all the same, so it holds nothing;
+            # shielded so that a second cancellation cannot cut the rollback short
+            await asyncio.shield(self._rollback(undo))
+            raise
+        finally:
+            if not handed_over:
+                resume()
+
+    def _response_for(self, grants: Sequence[Sequence[tuple[InstanceRecord, str]]]) -> api_pb2.AllocateResponse:
+        """The AllocateResponse for these grants; the last one is handed out again while it would come out the same
+        (nobody changes a response once built: gRPC only serializes it)."""
+        key: ResponseKey = tuple(
+            tuple(
+                (record.name, slot, record.broker_properties, self.host.device(record.namespace, record.name))
+                for record, slot in granted
+            )
+            for granted in grants
+        )
+        if self._response is not None and self._response[0] == key:
+            return self._response[1]
+        response = api_pb2.AllocateResponse(
+            container_responses=[
+                container_response(granted, {name: device for name, _, _, device in parts})
+                for granted, parts in zip(grants, key, strict=True)
+            ]
+        )
+        self._response = (key, response)
+        return response
+
+    async def PreStartContainer(
+        self, request: api_pb2.PreStartContainerRequest, context: Context
+    ) -> api_pb2.PreStartContainerResponse:
+        return api_pb2.PreStartContainerResponse()
+
+    # -- claims ---------------------------------------------------------------------------------------------
+
+    async def _claim(self, instance: str, decide: ClaimDecision) -> tuple[InstanceRecord, slots.Claim, list[Undo]]:
+        """CAS loop around a pure claim; a refusal re-reads the Instance and forces a fresh list to the kubelet."""
+        outcome: list[slots.Claim] = []
+        node = self.host.node
+
+        def apply(record: InstanceRecord) -> slots.Usage | None:
+            decision = decide(record.usage, node in record.nodes)
+            if isinstance(decision, slots.Refusal):
+                raise errors.Refused(decision.reason)
+            outcome[:] = [decision]
+            return decision.usage if decision.changed else None
+
+        cache = self.host.cache
+        namespace = self.namespace_of(instance)
+        try:
+            record = await writes.update_usage(cache, namespace, instance, apply)
+        except (errors.NotFound, errors.Refused) as e:
+            # the refusal was decided on a fresh read, now in the cache: the kubelet gets that list at once
+            self.notify(force=True)
+            if isinstance(e, errors.NotFound):
+                raise errors.Refused(f"{instance} no longer exists") from e
+            raise
+        claim = outcome[0]
+        undo = [(namespace, instance, slot, claim.usage.holders[slot]) for slot in claim.new]
+        return record, claim, undo
+
+    def namespace_of(self, instance: str) -> str:
+        return self.namespace
+
+    async def _rollback(self, undo: Sequence[Undo]) -> None:
+        for namespace, instance, slot, holder in reversed(undo):
+
+            def release(record: InstanceRecord, slot: str = slot, holder: slots.Holder = holder) -> slots.Usage | None:
+                return slots.release_slot(record.usage, slot, holder)
+
+            try:
+                await writes.update_usage(self.host.cache, namespace, instance, release)
+            except errors.DevplaceError as e:
+                log.warning("%s: could not roll back %s: %s", self.resource_name, slot, e.message)
+
+
+Undo = tuple[str, str, str, slots.Holder]
+"""(namespace, instance, slot, holder) claimed by this request: released again if a later part fails."""
+
+ClaimDecision = Callable[[slots.Usage, bool], "slots.Claim | slots.Refusal"]
+"""A pure claim over (usage, visible from this node)."""
+
+
+class InstancePlugin(DevicePlugin):
+    """IL plugin: resource `<prefix>/<instance>` (`api.devices.resource_name`), one device per slot."""
+
+    def __init__(self, host: PluginHost, namespace: str, instance: str, resource: str) -> None:
+        super().__init__(host, namespace, instance, resource)
+
+    def devices(self) -> list[slots.DeviceHealth]:
+        record = self.host.cache.instance(self.namespace, self.name)
+        if record is None:
+            return []
+        return slots.il_health(record.usage, self.host.node)
+
+    async def claim_container(self, ids: Sequence[str]) -> tuple[list[tuple[InstanceRecord, str]], list[Undo]]:
+        node = self.host.node
+        record, claim, undo = await self._claim(
+            self.name, lambda usage, visible: slots.claim_slots(usage, ids, node, visible)
+        )
+        return [(record, slot) for slot in claim.slots], undo
+
+
+class ConfigurationPlugin(DevicePlugin):
+    """CL plugin: resource `<prefix>/<configuration>`, virtual devices over the Configuration's visible Instances."""
+
+    preferred_allocation = True
+
+    def __init__(self, host: PluginHost, namespace: str, configuration: str, resource: str) -> None:
+        super().__init__(host, namespace, configuration, resource)
+
+    def _unique(self) -> bool:
+        cfg = self.host.cache.configuration(self.namespace, self.name)
+        return True if cfg is None else cfg.spec.unique_devices
+
+    def devices(self) -> list[slots.DeviceHealth]:
+        visible = self.host.cache.visible(self.namespace, self.name)
+        return slots.cl_health((r.usage for r in visible), self.host.node, self._unique())
+
+    def prefer(self, available: list[str], must_include: list[str], size: int) -> list[str]:
+        cfg = self.host.cache.configuration(self.namespace, self.name)
+        preference = preference_of(cfg.metadata.annotations) if cfg is not None else "spread"
+        instance_of = {d.id: d.instance for d in self.devices()}
+        return slots.preferred_allocation(available, must_include, size, instance_of, preference)
+
+    def _instance_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The Instance behind each advertised vdev among `ids` (unknown ones are left out); O(len(ids))."""
+        node = self.host.node
+        unique = self._unique()
+        out: dict[str, str] = {}
+        for vdev in ids:
+            for candidate in (vdev, vdev.rpartition("-")[0]):
+                record = self.host.cache.instance(self.namespace, candidate)
+                if record is None or record.configuration != self.name or node not in record.nodes:
+                    continue
+                if slots.cl_advertised(record.usage, vdev, node, unique):
+                    out[vdev] = candidate
+                    break
+        return out
+
+    async def claim_container(self, ids: Sequence[str]) -> tuple[list[tuple[InstanceRecord, str]], list[Undo]]:
+        node = self.host.node
+        instance_of = self._instance_of(ids)
+        refusal = slots.check_unique_request(ids, instance_of, self._unique())
+        if refusal is not None:
+            self.notify(force=True)
+            raise errors.Refused(refusal.reason)
+        groups: dict[str, list[str]] = {}
+        for vdev in ids:
+            groups.setdefault(instance_of[vdev], []).append(vdev)
+        granted: dict[str, tuple[InstanceRecord, str]] = {}
+        undo: list[Undo] = []
+        try:
+            for instance, vdevs in groups.items():
+
+                def decide(usage: slots.Usage, visible: bool, vdevs: list[str] = vdevs) -> slots.Claim | slots.Refusal:
+                    return slots.claim_vdevs(usage, vdevs, node, visible)
+
+                record, claim, done = await self._claim(instance, decide)
+                undo.extend(done)
+                for vdev, slot in zip(vdevs, claim.slots, strict=True):
+                    granted[vdev] = (record, slot)
+        except BaseException:  # a refusal, a cancellation or a bug: this container's claims go (see `Allocate`)
+            await asyncio.shield(self._rollback(undo))
+            raise
+        return [granted[vdev] for vdev in ids], undo

@@ -1,0 +1,261 @@
+"""Instance reconciliation: what this node discovers becomes Instances, by compare-and-swap only.
+
+Work is level-triggered: change handlers and discovery streams `mark` a Configuration dirty (or the plugin set), and
+one loop does the marked work in order: per Configuration, the discovery stream is synced (`discoveries`) and
+`instances.plan` (pure) decides what to create, join, leave, sync (capacity, cdiName, device properties), mark
+offline or expire; the plan's writes run concurrently (bounded), each a CAS that re-decides on the fresh object.
+Then the plugin set follows (`pluginsets`). Allocate calls and releases run concurrently with this loop; they meet
+only in the store, through CAS, so no lock is needed.
+
+Failure semantics: a store error in one Configuration's reconcile is logged and that Configuration is marked again
+after a short real-time backoff (the store is a real peer). A bug that escapes the loop is restarted by the
+supervisor, and a restarted loop marks everything, so work popped by the crashed round is not lost. Deadlines (an
+offline grace ending) run on the injected clock in one timer loop, which marks the Configuration when its time comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from devplace import errors
+from devplace.agent import _instances as instances
+from devplace.agent import _writes as writes
+from devplace.agent._caches import NodeCache
+from devplace.agent._discoveries import Discoveries
+from devplace.clocks import Clock
+from devplace.discovery import Device
+from devplace.supervisors import Supervisor
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+CREATE_CONCURRENCY = 32
+RETRY_PAUSE = 0.2
+"""Seconds (real time) before a Configuration whose reconcile failed on a store error is tried again."""
+
+
+class Reconciler:
+    """The one loop that does marked work (see the module docstring)."""
+
+    def __init__(
+        self,
+        node: str,
+        offline_grace: float,
+        cache: NodeCache,
+        discoveries: Discoveries,
+        supervisor: Supervisor,
+        clock: Clock,
+        sync_plugins: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.node = node
+        self.offline_grace = offline_grace
+        self.cache = cache
+        self.discoveries = discoveries
+        self.supervisor = supervisor
+        self.clock = clock
+        self._sync_plugins = sync_plugins
+        self.dirty: set[Key] = set()
+        self.plugins_dirty = False
+        self._wake = asyncio.Event()
+        self._deadlines: dict[Key, float] = {}
+        self._deadlines_changed = asyncio.Event()
+
+    @property
+    def pending(self) -> bool:
+        """Work is marked and not yet taken up."""
+        return bool(self.dirty) or self.plugins_dirty
+
+    def mark(self, key: Key) -> None:
+        self.dirty.add(key)
+        self._wake.set()
+
+    def mark_plugins(self) -> None:
+        self.plugins_dirty = True
+        self._wake.set()
+
+    def mark_all(self) -> None:
+        for key, _ in self.cache.configurations.items():
+            self.dirty.add(key)
+        for record in self.cache.instances.values():
+            self.dirty.add((record.namespace, record.configuration))
+        self.mark_plugins()
+
+    # -- the loops -----------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Do marked work until cancelled (a supervised loop; a (re)start marks everything)."""
+        self.mark_all()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.pending:
+                release = self.supervisor.hold()
+                try:
+                    keys = sorted(self.dirty)
+                    self.dirty.clear()
+                    for key in keys:
+                        await self._configuration(key)
+                    if self.plugins_dirty:
+                        self.plugins_dirty = False
+                        await self._sync_plugins()
+                finally:
+                    release()
+
+    async def timers(self) -> None:
+        """Mark Configurations whose deadline has come (clock time), until cancelled (a supervised loop)."""
+        while True:
+            self._deadlines_changed.clear()
+            if not self._deadlines:
+                await self._deadlines_changed.wait()
+                continue
+            earliest = min(self._deadlines.values())
+            sleep = asyncio.ensure_future(self.clock.sleep(max(0.0, earliest - self.clock.now())))
+            changed = asyncio.ensure_future(self._deadlines_changed.wait())
+            try:
+                await asyncio.wait({sleep, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleep.cancel()
+                changed.cancel()
+            now = self.clock.now()
+            for key, at in sorted(self._deadlines.items()):
+                if at <= now:
+                    del self._deadlines[key]
+                    self.mark(key)
+
+    def schedule(self, key: Key, deadline: float | None) -> None:
+        """Reconcile `key` again at `deadline` (clock time), e.g. when an offline grace ends."""
+        if deadline is None:
+            return
+        current = self._deadlines.get(key)
+        if current is not None and current <= deadline:
+            return
+        self._deadlines[key] = deadline
+        self._deadlines_changed.set()
+
+    # -- one Configuration -----------------------------------------------------------------------------------------
+
+    async def _configuration(self, key: Key) -> None:
+        if self.cache.sources.loaded(key):  # else the informer of a newly read source marks it once it has listed
+            try:
+                await self.discoveries.sync(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("%s: starting discovery for %s/%s failed (%s); retrying", self.node, *key, e)
+                self._retry(key)
+        try:
+            await self._reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("%s: reconcile of %s/%s failed (%s); retrying", self.node, *key, e)
+            self._retry(key)
+
+    def _retry(self, key: Key) -> None:
+        async def later() -> None:
+            await asyncio.sleep(RETRY_PAUSE)
+            self.mark(key)
+
+        self.supervisor.spawn(f"retry {key[0]}/{key[1]}", later)
+
+    async def _reconcile(self, key: Key) -> None:
+        namespace, name = key
+        cfg = self.cache.configuration(namespace, name)
+        devices = self.discoveries.devices.get(key) if cfg is not None else None
+        now = self.clock.now()
+        plan = instances.plan(
+            self.node, cfg, devices, self.cache.instances_of(namespace, name), now, self.offline_grace
+        )
+        if plan.empty:
+            self.schedule(key, plan.next_deadline)
+            return
+        gone = cfg is None
+        cfg_obj = self.cache.configuration_obj(namespace, name)
+        jobs: list[Callable[[], Awaitable[None]]] = []
+        if cfg_obj is not None:
+            jobs += [functools.partial(self._create, cfg_obj, device) for device in plan.create]
+        jobs += [functools.partial(self._join, namespace, inst) for inst in plan.join]
+        if cfg is not None:
+            jobs += [
+                functools.partial(
+                    self._sync,
+                    namespace,
+                    inst,
+                    cfg.spec.capacity,
+                    dict(cfg.spec.broker_properties),
+                    plan.device_properties.get(inst),
+                )
+                for inst in plan.sync
+            ]
+        jobs += [functools.partial(self._mark_offline, namespace, inst, now) for inst in plan.mark_offline]
+        jobs += [functools.partial(self._leave, namespace, inst, now, gone) for inst in plan.leave]
+        jobs += [functools.partial(self._expire, namespace, inst, now, gone) for inst in plan.expire]
+        await bounded(jobs, CREATE_CONCURRENCY)
+        self.schedule(key, plan.next_deadline)
+
+    async def _create(self, cfg_obj: dict[str, Any], device: Device) -> None:
+        body = instances.new_instance(cfg_obj, device, self.node)
+        try:
+            await writes.create_instance(self.cache, body)
+        except errors.AlreadyExists:
+            meta = body["metadata"]
+            await self._join(meta["namespace"], meta["name"])
+
+    async def _join(self, namespace: str, name: str) -> None:
+        await writes.mutate_instance(self.cache, namespace, name, lambda obj: instances.joined(obj, self.node))
+
+    async def _sync(
+        self,
+        namespace: str,
+        name: str,
+        capacity: int,
+        props: dict[str, str],
+        device_properties: Mapping[str, str] | None,
+    ) -> None:
+        def sync(obj: dict[str, Any]) -> dict[str, Any] | None:
+            if self.node not in (obj["spec"].get("nodes") or []):
+                return None
+            return instances.synced(obj, self.node, capacity, props, device_properties)
+
+        await writes.mutate_instance(self.cache, namespace, name, sync)
+
+    async def _mark_offline(self, namespace: str, name: str, now: float) -> None:
+        await writes.mutate_instance(self.cache, namespace, name, lambda obj: instances.marked_offline(obj, now))
+
+    async def _leave(self, namespace: str, name: str, now: float, configuration_gone: bool) -> None:
+        await writes.mutate_instance(
+            self.cache,
+            namespace,
+            name,
+            lambda obj: instances.left(obj, self.node, now, configuration_gone),
+        )
+
+    async def _expire(self, namespace: str, name: str, now: float, configuration_gone: bool) -> None:
+        grace = self.offline_grace
+        await writes.mutate_instance(
+            self.cache,
+            namespace,
+            name,
+            lambda obj: instances.expired(obj, now, grace, configuration_gone),
+        )
+
+
+async def bounded(jobs: list[Callable[[], Awaitable[None]]], limit: int) -> None:
+    """Run `jobs` with at most `limit` at a time; the first error is raised after all have finished."""
+    if not jobs:
+        return
+    semaphore = asyncio.Semaphore(limit)
+
+    async def run(job: Callable[[], Awaitable[None]]) -> None:
+        async with semaphore:
+            await job()
+
+    results = await asyncio.gather(*(run(job) for job in jobs), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result

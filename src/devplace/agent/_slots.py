@@ -1,0 +1,423 @@
+"""Slot decisions for shared devices (DESIGN.md section 4, seeds 000 and 001).
+
+Pure: given an Instance's usage map and a request, decide. No I/O, no clocks, no logging. The shells in
+`deviceplugins` and `agents` read an Instance, call one function here and write the result with a compare-and-swap;
+on `Conflict` they re-read and call it again, so every rule holds on the freshest state.
+
+Holders travel as strings in `Instance.spec.deviceUsage` and are parsed once, at the agent's boundary, into typed
+values by the slot rules of `devplace.api._devices` (the one definition, which the API server enforces too):
+
+| wire                 | holder          | meaning                                                   |
+|----------------------|-----------------|-----------------------------------------------------------|
+| `""`                 | `FREE`          | nobody holds the slot                                     |
+| `"<node>"`           | `IL(node)`      | held through the node's Instance-level plugin             |
+| `"C:<vdev>:<node>"`  | `CL(vdev, node)`| held through the node's Configuration-level plugin, vdev  |
+| anything else        | `Unknown(raw)`  | breaks the rules; kept exactly as stored (below)          |
+
+Slots are named `<instance>-<i>` for i in 0..capacity-1 ("canonical"). After a capacity shrink a held slot with
+i >= capacity stays ("retiring") until released, then goes. A free slot is claimable only while fewer than
+`capacity` slots are held, so capacity is respected at every instant, also while slots retire.
+
+An Instance that breaks the rules (written into the store past the API server, or before it checked them) is not
+dropped: one bad slot must not take a device offline. `Usage.read` keeps every slot; what breaks the rules is inert:
+- an `Unknown` holder is never claimable, never Healthy and not counted against capacity: no agent writes one, so it
+  records no allocation this agent could honour;
+- a slot whose name is not `<instance>-<i>` ("unnamed") is not advertised, not claimable and not counted: claims take
+  only named slots, so no allocation rests on one.
+What the node owns it repairs (`repair`, written by the agent's capacity sync): an `Unknown` holder that names it
+(`C::node-a`) becomes its Instance-level hold, which the releaser frees like any slot the kubelet does not list (so a
+corrupted record of a running container is not handed out at once); an unnamed slot it holds goes. `resize` adds
+missing slots and drops free ones beyond capacity (unnamed free ones too). An `Unknown` holder naming another node
+or none is left alone, as another node's slots are: only the node a slot names writes it (DESIGN.md section 3).
+
+Configuration-level virtual devices ("vdevs"): with `uniqueDevices: true` one per Instance, named like the Instance
+(a container can never get two slots of one Instance, because the kubelet never gives one device twice); with
+`uniqueDevices: false` `capacity` per Instance, named `<instance>-<i>` like the slots. A vdev is not bound to a
+slot: Allocate maps it to any free slot of its Instance (preferring the slot of the same index) and records the
+mapping in the holder, so re-offering a vdev finds the same slot again (Akri #843, #450).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from devplace import errors
+from devplace.api import CL, FREE, IL, Free, named_node, parse_holder, slot_index, slot_name
+from devplace.api import format_holder as devices_format_holder
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A stored holder that breaks the holder grammar, kept exactly as stored (module docstring)."""
+
+    raw: Any = field(hash=False)
+
+    def __str__(self) -> str:
+        return f"an unreadable holder {self.raw!r}"
+
+    def names(self, node: str) -> bool:
+        """Whether it names `node` (`api.devices.named_node`: `C::node-a`, `C:a:b:node-a`)."""
+        return named_node(self.raw) == node
+
+
+Holder = Free | IL | CL | Unknown
+
+
+def format_holder(holder: Holder) -> Any:
+    """The wire value of `holder` (inverse of `parse_holder`; an `Unknown` one as it was stored)."""
+    if isinstance(holder, Unknown):
+        return holder.raw
+    return devices_format_holder(holder)
+
+
+def initial_usage(instance: str, capacity: int) -> dict[str, str]:
+    """The deviceUsage of a new Instance: `capacity` free slots."""
+    return {slot_name(instance, i): "" for i in range(capacity)}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """An Instance's parsed deviceUsage. Immutable; decisions return new values."""
+
+    instance: str
+    capacity: int
+    holders: Mapping[str, Holder]
+    held: int = field(init=False, repr=False, compare=False)
+    """How many slots are held (counted once: `holders` never changes)."""
+
+    def __post_init__(self) -> None:
+        held = sum(
+            1
+            for slot, h in self.holders.items()
+            if isinstance(h, IL | CL) and slot_index(self.instance, slot) is not None
+        )
+        object.__setattr__(self, "held", held)
+
+    @classmethod
+    def parse(cls, instance: str, capacity: int, device_usage: Mapping[str, str]) -> Usage:
+        """Parse the wire map; a bad holder raises `errors.Invalid` naming `spec.deviceUsage.<slot>`."""
+        holders: dict[str, Holder] = {
+            slot: parse_holder(raw, f"spec.deviceUsage.{slot}") for slot, raw in device_usage.items()
+        }
+        return cls(instance, capacity, _ordered(instance, holders))
+
+    @classmethod
+    def read(cls, instance: str, capacity: int, device_usage: Any) -> Usage:
+        """What the store holds, whatever it is: a holder that breaks the grammar is read as `Unknown`, a usage that
+        is not a map as no slots (module docstring); never raises."""
+        holders: dict[str, Holder] = {}
+        for slot, raw in device_usage.items() if isinstance(device_usage, Mapping) else ():
+            try:
+                holders[str(slot)] = parse_holder(raw)
+            except errors.Invalid:
+                holders[str(slot)] = Unknown(raw)
+        return cls(instance, capacity, _ordered(instance, holders))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {slot: format_holder(holder) for slot, holder in self.holders.items()}
+
+    @functools.cached_property
+    def unreadable(self) -> tuple[str, ...]:
+        """The slots that break the naming or holder rules (an unnamed slot or an `Unknown` holder), in order."""
+        return tuple(slot for slot, h in self.holders.items() if isinstance(h, Unknown) or self.index(slot) is None)
+
+    def index(self, slot: str) -> int | None:
+        return slot_index(self.instance, slot)
+
+    def is_canonical(self, slot: str) -> bool:
+        index = self.index(slot)
+        return index is not None and index < self.capacity
+
+    def claimable(self, slot: str) -> bool:
+        """Free, canonical, and fewer than `capacity` slots held (capacity holds even while slots retire)."""
+        return isinstance(self.holders.get(slot), Free) and self.is_canonical(slot) and self.held < self.capacity
+
+    def free_claimable(self) -> list[str]:
+        if self.held >= self.capacity:
+            return []
+        return [slot for slot in self.holders if self.claimable(slot)]
+
+    def slots_held_by(self, holder: Holder) -> list[str]:
+        return [slot for slot, h in self.holders.items() if h == holder]
+
+    def with_holders(self, changes: Mapping[str, Holder | None]) -> Usage:
+        """A copy with `changes` applied (None removes the slot)."""
+        holders = dict(self.holders)
+        reorder = False
+        for slot, holder in changes.items():
+            if holder is None:
+                holders.pop(slot, None)
+            else:
+                reorder = reorder or slot not in holders
+                holders[slot] = holder
+        # changing who holds an existing slot keeps the order; only a new slot needs its place found
+        return Usage(self.instance, self.capacity, _ordered(self.instance, holders) if reorder else holders)
+
+
+def _ordered(instance: str, holders: Mapping[str, Holder]) -> dict[str, Holder]:
+    """Slots by index, foreign names last by name: the order the kubelet sees and the order we prefer."""
+
+    def key(slot: str) -> tuple[int, int, str]:
+        index = slot_index(instance, slot)
+        return (0, index, "") if index is not None else (1, 0, slot)
+
+    return {slot: holders[slot] for slot in sorted(holders, key=key)}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A granted request: `slots[k]` serves the k-th requested device; `usage` is what to write.
+
+    `new` lists the slots this decision claims (the rest were already held by the asker): only those are released
+    again if a later part of the same kubelet request fails.
+    """
+
+    slots: tuple[str, ...]
+    usage: Usage
+    new: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.new)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A refused request; `reason` is shown to the kubelet (and so in the pod's status) and names the rule."""
+
+    reason: str
+
+
+def _invisible(usage: Usage, node: str) -> Refusal:
+    return Refusal(f"{usage.instance} is no longer visible from {node}")
+
+
+def claim_slots(usage: Usage, wanted: Sequence[str], node: str, visible: bool) -> Claim | Refusal:
+    """Instance-level Allocate: all of `wanted` for `node`'s IL plugin, or nothing.
+
+    A slot already held by this node at instance level is granted again without a write (the kubelet re-offering
+    what it owns, after a restart or for another container: Akri #450). A slot held by anyone else, including this
+    node's CL plugin, is refused.
+    """
+    if not visible:
+        return _invisible(usage, node)
+    if len(set(wanted)) != len(wanted):
+        return Refusal(f"the request names a slot of {usage.instance} twice: {', '.join(wanted)}")
+    mine = IL(node)
+    new: list[str] = []
+    for slot in wanted:
+        holder = usage.holders.get(slot)
+        if holder is None or usage.index(slot) is None:
+            return Refusal(f"{slot} is not a slot of {usage.instance}")
+        if not isinstance(holder, Free):
+            if holder == mine:
+                continue
+            return Refusal(f"{slot} is held by {holder}")
+        held = usage.held + len(new)  # the slots claimed so far in this request count too
+        if not usage.is_canonical(slot) or held >= usage.capacity:
+            return Refusal(f"{slot} cannot be claimed: {held} of {usage.capacity} slots are held")
+        new.append(slot)
+    if not new:
+        return Claim(tuple(wanted), usage)
+    return Claim(tuple(wanted), usage.with_holders(dict.fromkeys(new, mine)), tuple(new))
+
+
+def vdev_instance(vdev: str, instances: Iterable[str]) -> str | None:
+    """The Instance a vdev belongs to: the Instance itself (unique) or `<instance>-<i>` (per slot)."""
+    names = set(instances)
+    if vdev in names:
+        return vdev
+    base, sep, index = vdev.rpartition("-")
+    if sep and index.isdigit() and base in names:
+        return base
+    return None
+
+
+def claim_vdevs(usage: Usage, vdevs: Sequence[str], node: str, visible: bool) -> Claim | Refusal:
+    """Configuration-level Allocate on one Instance: a slot for each of `vdevs` (all of this Instance), or nothing.
+
+    A vdev this node's CL plugin already holds gets its slot again (Akri #843). Otherwise the slot of the vdev's own
+    index is preferred when free, else the lowest free one; the caller re-runs this on `Conflict`, which re-maps
+    to another free slot. Refused only when the Instance is gone from this node or has no free slot left.
+    """
+    if not visible:
+        return _invisible(usage, node)
+    if len(set(vdevs)) != len(vdevs):
+        return Refusal(f"the request names a virtual device of {usage.instance} twice: {', '.join(vdevs)}")
+    current = usage
+    granted: list[str] = []
+    new: list[str] = []
+    for vdev in vdevs:
+        holder = CL(vdev, node)
+        held = current.slots_held_by(holder)
+        if held:
+            granted.append(held[0])
+            continue
+        free = current.free_claimable()
+        if not free:
+            return Refusal(
+                f"no free slot of {usage.instance} for {vdev}: {current.held} of {usage.capacity} slots are held"
+            )
+        own = vdev_slot(usage.instance, vdev)
+        slot = own if own in free else free[0]
+        current = current.with_holders({slot: holder})
+        granted.append(slot)
+        new.append(slot)
+    return Claim(tuple(granted), current, tuple(new))
+
+
+def vdev_slot(instance: str, vdev: str) -> str | None:
+    """The slot a per-slot vdev prefers (`<instance>-<i>` -> the same name); None for a per-Instance vdev."""
+    return vdev if slot_index(instance, vdev) is not None else None
+
+
+def check_unique_request(vdevs: Sequence[str], instance_of: Mapping[str, str], unique: bool) -> Refusal | None:
+    """One container's CL request: every vdev known, and with `uniqueDevices` every vdev on a different Instance."""
+    unknown = [v for v in vdevs if v not in instance_of]
+    if unknown:
+        return Refusal(f"unknown virtual device(s) {', '.join(unknown)}: not advertised by this node")
+    if unique:
+        instances = [instance_of[v] for v in vdevs]
+        if len(set(instances)) != len(instances):
+            return Refusal(
+                f"uniqueDevices: {len(vdevs)} devices requested but only {len(set(instances))} distinct "
+                "Instances among them; a container never gets two slots of one Instance"
+            )
+    return None
+
+
+def release_slot(usage: Usage, slot: str, holder: Holder) -> Usage | None:
+    """Free `slot` if `holder` holds it (else None: only a slot's own holder frees it). Retiring slots go."""
+    if isinstance(holder, Free) or usage.holders.get(slot) != holder:
+        return None
+    return usage.with_holders({slot: FREE if usage.is_canonical(slot) else None})
+
+
+def repair(usage: Usage, node: str) -> Usage:
+    """What `node` mends of `usage` (module docstring); `usage` itself when nothing: an `Unknown` holder naming `node`
+    becomes `IL(node)` (on a named slot; an unnamed one goes), an unnamed slot `node` holds goes."""
+    changes: dict[str, Holder | None] = {}
+    for slot in usage.unreadable:
+        holder = usage.holders[slot]
+        named = usage.index(slot) is not None
+        if isinstance(holder, Unknown):
+            if holder.names(node):
+                changes[slot] = IL(node) if named else None
+        elif isinstance(holder, IL | CL) and holder.node == node:
+            changes[slot] = None
+    return usage.with_holders(changes) if changes else usage
+
+
+def resize(usage: Usage, capacity: int) -> Usage:
+    """Slots for a new capacity: missing canonical slots are added free; free slots beyond it go; held ones stay."""
+    holders: dict[str, Holder | None] = {}
+    for i in range(capacity):
+        name = slot_name(usage.instance, i)
+        if name not in usage.holders:
+            holders[name] = FREE
+    resized = Usage(usage.instance, capacity, usage.holders)
+    for slot, holder in usage.holders.items():
+        if isinstance(holder, Free) and not resized.is_canonical(slot):
+            holders[slot] = None
+    return resized.with_holders(holders)
+
+
+@dataclass(frozen=True)
+class DeviceHealth:
+    """One entry of a ListAndWatch list; `instance` is the Instance behind it."""
+
+    id: str
+    healthy: bool
+    instance: str
+
+
+def il_health(usage: Usage, node: str) -> list[DeviceHealth]:
+    """Instance-level devices: every named slot; Healthy iff claimable or held by this node's IL plugin."""
+    mine = IL(node)
+    return [
+        DeviceHealth(slot, holder == mine or usage.claimable(slot), usage.instance)
+        for slot, holder in usage.holders.items()
+        if usage.index(slot) is not None  # an unnamed slot is no device (module docstring)
+    ]
+
+
+def cl_health(usages: Iterable[Usage], node: str, unique: bool) -> list[DeviceHealth]:
+    """Configuration-level devices over the Instances visible from `node` (sorted by Instance name).
+
+    unique: one vdev per Instance, Healthy iff this node's CL holds a slot for it or a slot is claimable.
+    per slot: `capacity` vdevs per Instance (plus any vdev still held after a shrink); those this node's CL holds
+    are Healthy, and of the rest as many as there are claimable slots, so the Healthy count is exact.
+    """
+    out: list[DeviceHealth] = []
+    for usage in sorted(usages, key=lambda u: u.instance):
+        free = len(usage.free_claimable())
+        held_vdevs = {h.vdev for h in usage.holders.values() if isinstance(h, CL) and h.node == node}
+        if unique:
+            name = usage.instance
+            out.append(DeviceHealth(name, name in held_vdevs or free > 0, name))
+            continue
+        names = [slot_name(usage.instance, i) for i in range(usage.capacity)]
+        names += sorted(v for v in held_vdevs if v not in names and vdev_instance(v, [usage.instance]))
+        budget = free
+        for name in names:
+            if name in held_vdevs:
+                out.append(DeviceHealth(name, True, usage.instance))
+            elif budget > 0:
+                budget -= 1
+                out.append(DeviceHealth(name, True, usage.instance))
+            else:
+                out.append(DeviceHealth(name, False, usage.instance))
+    return out
+
+
+def cl_advertised(usage: Usage, vdev: str, node: str, unique: bool) -> bool:
+    """Whether `vdev` is among `cl_health([usage], node, unique)`, Healthy or not (without building the list)."""
+    if unique:
+        return vdev == usage.instance
+    index = slot_index(usage.instance, vdev)
+    if index is not None and index < usage.capacity:
+        return True
+    if vdev_instance(vdev, [usage.instance]) is None:
+        return False
+    return any(isinstance(h, CL) and h.node == node and h.vdev == vdev for h in usage.holders.values())
+
+
+Preference = Literal["spread", "pack"]
+
+
+def preferred_allocation(
+    available: Sequence[str],
+    must_include: Sequence[str],
+    size: int,
+    instance_of: Mapping[str, str],
+    preference: Preference = "spread",
+) -> list[str]:
+    """GetPreferredAllocation for the CL plugin: `must_include` first, then `size` in all.
+
+    spread: each next device from the Instance with the fewest picked so far (then the most still available),
+    so a pod's devices land on different Instances when possible. pack: from the Instance with the most picked so
+    far (then the most available), filling one Instance before the next. Ties break by name; advisory only.
+    """
+    picked: list[str] = []
+    for vdev in must_include:
+        if vdev not in picked:
+            picked.append(vdev)
+    pool: dict[str, list[str]] = {}
+    for vdev in sorted(set(available) - set(picked)):
+        pool.setdefault(instance_of.get(vdev, vdev), []).append(vdev)
+    count: dict[str, int] = {}
+    for vdev in picked:
+        inst = instance_of.get(vdev, vdev)
+        count[inst] = count.get(inst, 0) + 1
+    while len(picked) < size and any(pool.values()):
+        candidates = [inst for inst, left in pool.items() if left]
+        if preference == "pack":
+            inst = min(candidates, key=lambda i: (-count.get(i, 0), -len(pool[i]), i))
+        else:
+            inst = min(candidates, key=lambda i: (count.get(i, 0), -len(pool[i]), i))
+        picked.append(pool[inst].pop(0))
+        count[inst] = count.get(inst, 0) + 1
+    return picked

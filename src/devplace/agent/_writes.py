@@ -1,0 +1,135 @@
+"""The agent's writes: every change it makes to an Instance or a Configuration, each one `store.cas`.
+
+Writes are `store.cas` (the one read-decide-write loop): the first decision is made on the cached wire object
+(`first=`), so a claim on a current cache is one round trip; a `Conflict` or a refusal made on the cached copy is
+decided again on a fresh read, never trusted as final (a slot the cache thinks is taken may be free by now). Every
+write result, and every fresh read a decision was made on, goes back into the informer (`record`), newer revision
+wins, so the cache never goes back in time and a late write result cannot resurrect a deleted object.
+
+Contention backoff uses `SystemClock`, not the agent's clock: the peers an agent races with are real processes (or
+real tasks) even in a simulation, and a simulation's `FakeClock` moves only when told, so a backoff on it would
+stall a write until the scenario next advances time. Grace periods stay on the agent's clock (see `agents`).
+
+Speed (Allocate is on the kubelet's pod admission path): `update_usage` decides on the parsed record, writes an object
+that shares everything but `spec.deviceUsage` with the cached one, and caches the result as that record with the new
+usage, so a claim parses, validates and copies nothing.
+
+These are functions over the `caches.NodeCache` they keep current: Allocate's claim (`deviceplugins`) and the
+releaser's frees go through `update_usage`, the reconciler's Instance lifecycle through `create_instance` and
+`mutate_instance`, the per-node conditions through `mutate_configuration`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from devplace import errors
+from devplace.agent import _slots as slots
+from devplace.agent._caches import NodeCache
+from devplace.agent._instances import InstanceRecord
+from devplace.clocks import SystemClock
+from devplace.store import Decide as CasDecide
+from devplace.store import Delete, Written, cas
+
+Decide = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
+DecideUsage = Callable[[InstanceRecord], slots.Usage | None]
+
+CONTENTION_CLOCK = SystemClock()
+"""Paces CAS retries against other writers (real peers: see the module docstring)."""
+
+
+def _with_usage(obj: dict[str, Any], usage: slots.Usage) -> dict[str, Any]:
+    """A new object sharing everything but `spec.deviceUsage` with `obj` (which is left untouched)."""
+    return {**obj, "spec": {**obj["spec"], "deviceUsage": usage.to_wire()}}
+
+
+async def update_usage(cache: NodeCache, namespace: str, name: str, decide: DecideUsage) -> InstanceRecord:
+    """Change who holds which slot of an Instance, by CAS; returns the record written (or, when `decide` changes
+    nothing, the one it decided on).
+
+    `decide` gets the parsed record (the cached one first, then a fresh validated read after a `Conflict`, a
+    refusal, or when the cache has none) and returns the new usage, or None for "nothing to change"; it may raise
+    `errors.Refused`, and then nothing is written (a refusal on the cached record is decided again on a fresh
+    read first). Raises `NotFound` when the Instance does not exist.
+    """
+    cached = cache.instances.get(namespace, name)
+    decided: list[tuple[InstanceRecord, slots.Usage | None]] = []
+
+    def on(obj: dict[str, Any]) -> dict[str, Any] | None:
+        if cached is not None and obj is cached.obj:
+            record = cached
+        else:
+            record = InstanceRecord.from_wire(obj, previous=cache.instances.get(namespace, name))
+            cache.instances.record(obj, parsed=record)  # the cache catches up with what was read
+        usage = decide(record)
+        decided[:] = [(record, usage)]
+        return None if usage is None else _with_usage(obj, usage)
+
+    written = await _cas_instance(cache, namespace, name, on, cached)
+    record, usage = decided[0]
+    if written.action == "updated" and usage is not None:
+        record = record.with_usage(written.object, usage)
+        cache.instances.record(written.object, parsed=record)
+    return record
+
+
+async def mutate_instance(cache: NodeCache, namespace: str, name: str, decide: Decide) -> dict[str, Any] | None:
+    """Apply `decide` to the Instance until a CAS lands (first on the cached copy); returns the stored object, or
+    None when the Instance is deleted or gone. `decide` must not change its argument; it returns a new object,
+    `DELETE` (on the condition that the object is still the one it decided on), or None."""
+    cached = cache.instances.get(namespace, name)
+    try:
+        written = await _cas_instance(cache, namespace, name, decide, cached)
+    except errors.NotFound:
+        return None
+    if written.action == "deleted":
+        cache.instances.record(written.object, deleted=True)
+        return None
+    if written.action == "updated":
+        previous = cache.instances.get(namespace, name)
+        cache.instances.record(
+            written.object, parsed=InstanceRecord.from_wire(written.object, validate=False, previous=previous)
+        )
+    elif cached is None or written.object is not cached.obj:
+        cache.instances.record(written.object)  # a fresh read: the cache catches up
+    return written.object
+
+
+async def _cas_instance(
+    cache: NodeCache, namespace: str, name: str, decide: CasDecide, cached: InstanceRecord | None
+) -> Written:
+    """`store.cas` on an Instance, first on the cached copy; an Instance found gone is forgotten (and `NotFound`
+    raised)."""
+    try:
+        return await cas(
+            cache.store,
+            "Instance",
+            name,
+            namespace,
+            decide,
+            first=None if cached is None else cached.obj,
+            clock=CONTENTION_CLOCK,
+        )
+    except errors.NotFound:
+        cache.instances.forget(namespace, name)
+        raise
+
+
+async def create_instance(cache: NodeCache, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Create an Instance (`AlreadyExists` when someone else did) and cache it."""
+    stored = await cache.store.create(body)
+    cache.instances.record(stored, parsed=InstanceRecord.from_wire(stored, validate=False))
+    return stored
+
+
+async def mutate_configuration(cache: NodeCache, namespace: str, name: str, decide: Decide) -> dict[str, Any] | None:
+    """CAS a change of a Configuration (first on the cached copy) and cache the result; None when it is gone."""
+    first = cache.configuration_obj(namespace, name)
+    try:
+        written = await cas(cache.store, "Configuration", name, namespace, decide, first=first, clock=CONTENTION_CLOCK)
+    except errors.NotFound:
+        cache.configurations.forget(namespace, name)
+        return None
+    cache.configurations.record(written.object)
+    return written.object

@@ -1,0 +1,28 @@
+"""The registry a node starts with: its built-in handlers (debugEcho, and `sim` when the node lives in a World)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devplace.clocks import Clock
+from devplace.discovery._debugecho import DebugEchoHandler
+from devplace.discovery._handlers import HandlerRegistry
+from devplace.discovery._worlds import World
+
+
+def builtin_registry(
+    node: str,
+    *,
+    world: World | None = None,
+    offline_file: Path | None = None,
+    clock: Clock | None = None,
+    debug_echo_shared: bool = True,
+) -> HandlerRegistry:
+    """A registry for `node` holding debugEcho (OFFLINE switch: `offline_file`, polled through `clock`; its devices
+    shared unless the details say otherwise when `debug_echo_shared`) and, if `world` is given, the `sim` handler
+    reporting the devices plugged into `node`."""
+    registry = HandlerRegistry(node)
+    registry.add(DebugEchoHandler(offline_file=offline_file, clock=clock, shared=debug_echo_shared))
+    if world is not None:
+        registry.add(world.handler(node))
+    return registry

@@ -1,0 +1,1024 @@
+"""The Kubernetes-style resource API over a `Store`, served so that kubectl and Kubernetes clients work unchanged.
+
+Paths (the kind's scope, from the registry, decides which exist; anything else is a 404 `Status`):
+
+    /apis/{group}/{version}/[namespaces/{namespace}/]{plural}[/{name}[/status|/scale]]   devplace.io, akri.sh, apps...
+    /api/v1/[namespaces/{namespace}/]{plural}[/{name}[/status]]                           core kinds (Node, Pod, ...)
+
+A namespaced kind at the cluster path lists (and watches) across namespaces; it has no item or create route there.
+Verbs: POST create (201), GET read, GET list, GET list with `watch=1`, PUT update (compare-and-swap: the body's
+resourceVersion must be current, else 409), DELETE. Every body must pass `devplace.api.normalize` and is stored as
+written (`api.manifests.validated`); names and namespaces in the URL must agree with the body; then the rules that
+need stored objects (`scheduler.admissions`: ResourceClass spec immutable, class references that exist and form no
+cycle). Objects come back as stored: an `akri.sh/v0` Configuration stays `akri.sh/v0` when read through the
+`devplace.io` path (both name one kind).
+
+Reads: list and item GETs (and watches) answer a `meta.k8s.io` `Table` to a client that asks for one
+(`server.representations`; the columns are `api.tables`', those `devplace get` prints). Lists page with `limit` and
+`continue` and honour `resourceVersion`/`resourceVersionMatch` (`server.lists` says what consistency pages have).
+Selectors are filtered by the store, so a client receives only what it asked for. A field selector may name
+`metadata.name`, `metadata.namespace` and the fields the kind declares (`api.selectors.FIELD_LABELS`); any other is
+refused with 400 `BadRequest` naming `fieldSelector`, as Kubernetes does ("field label not supported").
+Watches are `server.watches`: `application/json;stream=watch`, bookmarks, `timeoutSeconds`, 410 as an ERROR event.
+A Kubernetes (JSON) watch without a resourceVersion, or from "0", starts with the current objects as ADDED events,
+as Kubernetes' does; an NDJSON watch (devplace's remote store) starts exactly after its resourceVersion, or now.
+
+Subresources: `.../{name}/status` (GET, PUT) on every kind whose model has a status (`api.subresources.has_status`)
+writes only `status` (the rest of the body is ignored, as Kubernetes does), and `deployments/{name}/scale` (GET,
+PUT) reads and writes `spec.replicas` through an `autoscaling/v1` `Scale` (`kubectl scale`). Both write by
+compare-and-swap: against the body's resourceVersion when it has one (stale: 409), else against the object as read.
+Departure from Kubernetes: for kinds with a status subresource, Kubernetes' main-resource PUT ignores `status`;
+devplace's writes the whole object, status included, because devplace's own parts and the remote store backend
+write full objects through it (`status` is what the controller and the scheduler report, and they write it with
+the object they read).
+
+Writes take Kubernetes' options:
+- `dryRun=All` (POST, PUT, DELETE and the subresource PUTs): the write is validated and admitted as usual, the
+  preconditions are checked (an existing name is 409, a stale resourceVersion 409), nothing is stored, and the
+  answer is the object as it would be stored (a create's with a uid and creationTimestamp, no resourceVersion). Any
+  other value is 400 naming `dryRun`.
+- `fieldValidation=Strict|Warn|Ignore` (unset: Strict; any other value 400). devplace's own kinds have a schema, and
+  a field it does not know is refused with 422 naming it under `Strict`, dropped with a `Warning: 299` header per
+  field under `Warn`, and dropped silently under `Ignore` (what `kubectl --validate=false` sends). Departures: unset
+  means `Strict` (Kubernetes defaults to `Warn`, and a typo in a device Configuration is better refused than
+  dropped); the built-in kinds (Pod, Deployment, ...) keep fields devplace does not model under every setting, as
+  they are stored as written; duplicate JSON keys are not detected (the last one wins).
+- DELETE takes `DeleteOptions` as a body or as query parameters (the body's fields win): `preconditions` (uid,
+  resourceVersion; stale: 409), `dryRun`, `gracePeriodSeconds` (a non-negative integer) and `propagationPolicy`
+  (Orphan, Background or Foreground; `orphanDependents` and `propagationPolicy` together are refused, as Kubernetes
+  refuses them). devplace has no garbage collector and no graceful termination: the object is deleted at once
+  whatever the grace period, and its dependents (objects whose ownerReferences name it) are left as they are under
+  every policy; the parts that own objects (the controller's brokers) clean up after the objects they follow.
+
+Store-level operations the Kubernetes API has no path for live under `/store`: the current revision, compaction,
+and a watch across every kind. The remote store backend uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from devplace import errors
+from devplace.api import KindInfo, lookup_plural, parse_revision, validated
+from devplace.api import kinds as registry_kinds
+from devplace.clocks import Clock, SystemClock
+from devplace.kubeapi import (
+    DELETE,
+    LIST,
+    SCALE_KINDS,
+    WRITE,
+    Parameter,
+    has_status,
+    manager_name,
+    recorded,
+    scale_of,
+    with_scale,
+    with_status,
+)
+from devplace.scheduler import admit_update, admit_write
+from devplace.server import _lists as lists
+from devplace.server import _statuses as http_errors
+from devplace.server import _watches as watches
+from devplace.server._bodies import decode_body
+from devplace.server._representations import Representation, negotiate
+from devplace.server._watches import NDJSON, WATCH_JSON
+from devplace.store import (
+    Event,
+    Store,
+    cas,
+    key_fields,
+    key_of,
+    parse_filters,
+    resource_version_of,
+    stamp_created,
+    stamp_updated,
+)
+
+DEFAULT_BOOKMARK_INTERVAL = 60.0
+"""Seconds between BOOKMARK events on a watch that allows them (Kubernetes sends about one a minute)."""
+
+
+# -- documentation models (OpenAPI only; responses are built as plain dicts) ----------------------------------------
+
+
+class KubeObject(BaseModel):
+    """Any stored object: Kubernetes-shaped, fields beyond these depend on the kind."""
+
+    model_config = ConfigDict(extra="allow")
+    apiVersion: str
+    kind: str
+    metadata: dict[str, Any]
+
+
+class KubeListMeta(BaseModel):
+    resourceVersion: str
+
+
+class KubeObjectList(BaseModel):
+    kind: str
+    apiVersion: str
+    metadata: KubeListMeta
+    items: list[KubeObject]
+
+
+class KubeStatusCause(BaseModel):
+    field: str
+    message: str
+    reason: str
+
+
+class KubeStatusDetails(BaseModel):
+    causes: list[KubeStatusCause] = Field(default_factory=list)
+
+
+class KubeStatus(BaseModel):
+    kind: Literal["Status"]
+    apiVersion: str
+    metadata: dict[str, Any]
+    status: Literal["Failure"]
+    message: str
+    reason: str
+    code: int
+    details: KubeStatusDetails | None = None
+
+
+class KubeWatchEvent(BaseModel):
+    """One NDJSON line of a watch; `object` is a Status for `ERROR`."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+    object: dict[str, Any]
+
+
+class StoreRevision(BaseModel):
+    revision: int
+
+
+# -- pure request interpretation -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource URL addresses: a kind at one of its group/versions, a namespace scope, maybe one name.
+
+    `namespace` is None at the cluster path (for a namespaced kind: across all namespaces), the URL's namespace
+    at a namespaced path. `store_namespace` is what the store keys by ("" for cluster-scoped kinds).
+    """
+
+    info: KindInfo
+    api_version: str
+    namespace: str | None
+    name: str | None
+
+    @property
+    def store_namespace(self) -> str:
+        return (self.namespace or "") if self.info.namespaced else ""
+
+    @property
+    def list_namespace(self) -> str | None:
+        return self.namespace if self.info.namespaced else None
+
+    def describe(self) -> str:
+        ns = f"{self.namespace}/" if self.info.namespaced and self.namespace else ""
+        return f"{self.info.kind} {ns}{self.name}" if self.name else self.info.kind
+
+
+def resolve(
+    api_version: str, plural: str, namespace: str | None, name: str | None, *, creating: bool = False
+) -> Target:
+    """The Target of a resource path, or `NotFound` when the kind, its group/version or its scope rule it out."""
+    info = lookup_plural(plural)
+    if api_version not in info.group_versions:
+        raise errors.NotFound(
+            f"the server could not find the requested resource: {api_version} does not serve {plural} "
+            f"({info.kind} is served as {', '.join(info.group_versions)})"
+        )
+    if namespace is not None and not info.namespaced:
+        raise errors.NotFound(f"{info.kind} is cluster-scoped: use {collection_path(info, api_version, None)}")
+    if namespace is None and info.namespaced and (name is not None or creating):
+        where = collection_path(info, api_version, "{namespace}")
+        raise errors.NotFound(f"{info.kind} is namespaced: use {where}{'/' + name if name else ''}")
+    return Target(info, api_version, namespace, name)
+
+
+def collection_path(info: KindInfo, api_version: str, namespace: str | None) -> str:
+    root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    ns = f"/namespaces/{namespace}" if namespace is not None else ""
+    return f"{root}{ns}/{info.plural}"
+
+
+def prepare_write(
+    body: Mapping[str, Any],
+    target: Target,
+    *,
+    validation: FieldValidation = "Strict",
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """The object to store for a create (target without name) or update (target with name) body.
+
+    Kind and apiVersion default from the URL when absent; the namespace defaults from the URL; a body that names
+    another kind, namespace or object than the URL is refused with the field that disagrees. `validation` is the
+    request's `fieldValidation` (module docstring); the warnings it produces are appended to `warnings`.
+    """
+    return _validated(_aligned(body, target), validation, warnings)
+
+
+def _aligned(body: Mapping[str, Any], target: Target) -> dict[str, Any]:
+    """`body` with kind, apiVersion, namespace and name from the URL where it has none; refused where it disagrees."""
+    info = target.info
+    obj = dict(body)
+    obj.setdefault("kind", info.kind)
+    obj.setdefault("apiVersion", target.api_version)
+    kind = obj["kind"]
+    if isinstance(kind, str) and kind and kind != info.kind:
+        raise errors.Invalid.field("kind", f"{kind!r} does not match the resource {info.plural!r} ({info.kind})")
+    meta = obj.get("metadata")
+    if meta is None and target.name is not None:
+        meta = {}
+    if isinstance(meta, Mapping):
+        meta = dict(meta)
+        if info.namespaced and target.namespace is not None:
+            ns = meta.get("namespace")
+            if ns in (None, ""):
+                meta["namespace"] = target.namespace
+            elif ns != target.namespace:
+                raise errors.Invalid.field(
+                    "metadata.namespace", f"{ns!r} does not match the namespace in the URL ({target.namespace!r})"
+                )
+        if target.name is not None:
+            name = meta.get("name")
+            if name in (None, ""):
+                meta["name"] = target.name
+            elif name != target.name:
+                raise errors.Invalid.field(
+                    "metadata.name", f"{name!r} does not match the name in the URL ({target.name!r})"
+                )
+        obj["metadata"] = meta
+    return obj
+
+
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
+_UNKNOWN_FIELD = "Extra inputs are not permitted"  # pydantic's reason for a field a model does not declare
+_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _validated(obj: dict[str, Any], validation: FieldValidation, warnings: list[str] | None) -> dict[str, Any]:
+    """`validated(obj)`; under Warn and Ignore, fields the kind's schema does not know are dropped first (each named
+    in `warnings` under Warn) and the rest validated as usual."""
+    for _ in range(_MAX_DROPS):
+        try:
+            return validated(obj)
+        except errors.Invalid as e:
+            unknown = [f.path for f in e.fields if f.reason == _UNKNOWN_FIELD]
+            if validation == "Strict" or not unknown:
+                raise
+            pruned = _without(obj, unknown)
+            if pruned is None:
+                raise
+            obj = pruned
+            if validation == "Warn" and warnings is not None:
+                warnings.extend(f'unknown field "{path}"' for path in unknown)
+    return validated(obj)
+
+
+_MAX_DROPS = 4  # rounds of dropping unknown fields (one round drops every field reported; nesting may need more)
+
+
+def _without(obj: dict[str, Any], paths: list[str]) -> dict[str, Any] | None:
+    """`obj` without the fields at `paths` (`spec.nodes[2].x`), copying only what changes; None when a path does
+    not lead to a field."""
+    out: Any = obj
+    for path in paths:
+        steps: list[str | int] = [m[1] if m[1] is not None else int(m[2]) for m in _PATH_STEP.finditer(path)]
+        if not steps:
+            return None
+        out = _dropped(out, steps)
+        if out is None:
+            return None
+    result: dict[str, Any] = out
+    return result
+
+
+def _dropped(node: Any, steps: list[str | int]) -> Any:
+    head, rest = steps[0], steps[1:]
+    if isinstance(head, int):
+        if not isinstance(node, list) or not 0 <= head < len(node):
+            return None
+        if not rest:
+            return None  # an unknown field is a key, never a list element
+        child = _dropped(node[head], rest)
+        return None if child is None else [*node[:head], child, *node[head + 1 :]]
+    if not isinstance(node, dict) or head not in node:
+        return None
+    if not rest:
+        return {k: v for k, v in node.items() if k != head}
+    child = _dropped(node[head], rest)
+    return None if child is None else {**node, head: child}
+
+
+@dataclass(frozen=True)
+class Preconditions:
+    resource_version: str | None = None
+    uid: str | None = None
+
+
+def delete_preconditions(body: Mapping[str, Any] | None, query_rv: str | None) -> Preconditions:
+    """A DELETE's preconditions: `DeleteOptions.preconditions` from the body, else `?resourceVersion=`."""
+    rv = query_rv or None
+    uid = None
+    if body is not None:
+        pre = body.get("preconditions")
+        if pre is not None:
+            if not isinstance(pre, Mapping):
+                raise errors.Invalid.field("preconditions", "must be an object")
+            raw_rv = pre.get("resourceVersion")
+            if raw_rv is not None:
+                if isinstance(raw_rv, bool) or not isinstance(raw_rv, str | int):
+                    raise errors.Invalid.field("preconditions.resourceVersion", "must be a string")
+                rv = str(raw_rv)
+            raw_uid = pre.get("uid")
+            if raw_uid is not None:
+                if not isinstance(raw_uid, str):
+                    raise errors.Invalid.field("preconditions.uid", "must be a string")
+                uid = raw_uid
+    if rv is not None:
+        _revision("preconditions.resourceVersion", rv)
+    return Preconditions(rv, uid)
+
+
+def _revision(field: str, raw: str) -> int:
+    """A revision from a request (query or body): the one strict parser, 422 naming `field` (`api.revisions`)."""
+    return parse_revision(field, raw)
+
+
+def _flag(field: str, raw: str | None) -> bool:
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes"):
+        return True
+    if value in ("", "0", "false", "no"):
+        return False
+    raise errors.Invalid.field(field, f"{raw!r} is not a boolean (true or false)")
+
+
+def dry_run(values: list[str]) -> bool:
+    """`dryRun` (query values, or a DeleteOptions body's list): `All` is a dry run, none is a write; anything
+    else is 400 naming `dryRun`, as Kubernetes answers."""
+    for value in values:
+        if value != "All":
+            raise errors.Malformed.field("dryRun", f"unsupported value {value[:40]!r} (the only one is All)")
+    return bool(values)
+
+
+def field_validation(raw: str | None) -> FieldValidation:
+    """`fieldValidation`: Strict (also when unset), Warn or Ignore; anything else is 400 naming it."""
+    if raw is None or raw == "" or raw == "Strict":
+        return "Strict"
+    if raw == "Warn":
+        return "Warn"
+    if raw == "Ignore":
+        return "Ignore"
+    raise errors.Malformed.field("fieldValidation", f"unsupported value {raw[:40]!r} (one of Strict, Warn, Ignore)")
+
+
+PropagationPolicy = Literal["Orphan", "Background", "Foreground"]
+_POLICIES: tuple[PropagationPolicy, ...] = ("Orphan", "Background", "Foreground")
+
+
+@dataclass(frozen=True)
+class DeleteOptions:
+    """A DELETE's options (module docstring): only `preconditions` and `dry_run` change what happens."""
+
+    preconditions: Preconditions = Preconditions()
+    dry_run: bool = False
+    grace_period_seconds: int | None = None
+    propagation_policy: PropagationPolicy | None = None
+
+
+def _grace(raw: Any) -> int | None:
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 18:
+        return int(raw)
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 10**18:
+        return raw
+    raise errors.Invalid.field("gracePeriodSeconds", f"{str(raw)[:40]!r} is not a non-negative whole number")
+
+
+def delete_options(body: Mapping[str, Any] | None, query: Mapping[str, str], query_dry_run: list[str]) -> DeleteOptions:
+    """`DeleteOptions` from the body, its missing fields from the query string; checked as Kubernetes checks them."""
+    body = body or {}
+    kind = body.get("kind")
+    if kind not in (None, "DeleteOptions"):
+        raise errors.Invalid.field("kind", f"a DELETE body is a DeleteOptions, not {str(kind)[:40]!r}")
+    pre = delete_preconditions(body, query.get("resourceVersion"))
+    raw_dry = body.get("dryRun")
+    if raw_dry is None:
+        dry = dry_run(query_dry_run)
+    elif isinstance(raw_dry, list) and all(isinstance(v, str) for v in raw_dry):
+        dry = dry_run(raw_dry)
+    else:
+        raise errors.Malformed.field("dryRun", "must be a list of strings")
+    grace = _grace(body.get("gracePeriodSeconds", query.get("gracePeriodSeconds")))
+    raw_policy = body.get("propagationPolicy", query.get("propagationPolicy")) or None
+    if raw_policy is not None and raw_policy not in _POLICIES:
+        raise errors.Invalid.field(
+            "propagationPolicy", f"unsupported value {str(raw_policy)[:40]!r} (one of {', '.join(_POLICIES)})"
+        )
+    policy: PropagationPolicy | None = raw_policy
+    orphan = body.get("orphanDependents", query.get("orphanDependents"))
+    if orphan is not None and orphan != "":
+        if isinstance(orphan, str):
+            orphan = _flag("orphanDependents", orphan)
+        if not isinstance(orphan, bool):
+            raise errors.Invalid.field("orphanDependents", "must be a boolean")
+        if policy is not None:
+            raise errors.Invalid.field("propagationPolicy", "orphanDependents and propagationPolicy cannot both be set")
+        policy = "Orphan" if orphan else "Background"
+    return DeleteOptions(pre, dry, grace, policy)
+
+
+def _timeout(raw: str | None) -> float | None:
+    if raw is None or raw == "":
+        return None
+    if not (raw.isascii() and raw.isdigit()):
+        raise errors.Invalid.field("timeoutSeconds", f"{raw!r} is not a whole, non-negative number of seconds")
+    value = int(raw)
+    return float(value) if value else None
+
+
+def check_selectors(kind: str | None, namespace: str | None, query: Mapping[str, str]) -> None:
+    """Refuse a list or watch request's bad `labelSelector` (422) or `fieldSelector` before the store is asked.
+
+    A field selector naming a field the kind does not support is a 400 `BadRequest` (Kubernetes' answer, "field
+    label not supported"), with the cause naming `fieldSelector`."""
+    parse_filters(kind, namespace, query.get("labelSelector") or None, None)
+    try:
+        parse_filters(kind, namespace, None, query.get("fieldSelector") or None)
+    except errors.Invalid as e:
+        raise errors.Malformed(e.message, e.fields) from e
+
+
+# -- routes -------------------------------------------------------------------------------------------------------
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": KubeStatus, "description": text}
+    for code, text in [
+        (400, "the body is not a JSON or YAML object, or the field selector names an unsupported field"),
+        (404, "no such kind, group/version, scope or object"),
+        (409, "the name exists, or the resourceVersion is stale"),
+        (410, "the watch revision has been compacted"),
+        (413, "the body is larger than the server's limit"),
+        (422, "the object is invalid; `details.causes[].field` names each refused field"),
+    ]
+}
+
+_OBJECT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/KubeObject"}}},
+    }
+}
+
+
+def _path_param(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}, "description": description}
+
+
+_LIST_QUERY = [p.openapi3() for p in LIST]
+_WRITE_QUERY = [p.openapi3() for p in WRITE]
+_DELETE_QUERY = [p.openapi3() for p in DELETE]
+
+
+def _not_acceptable(accept: str | None) -> Response:
+    message = f"only application/json and Tables (as=Table;g=meta.k8s.io;v=v1) are served, not {str(accept)[:200]!r}"
+    return JSONResponse(http_errors.protocol_status_body(406, "NotAcceptable", message), status_code=406)
+
+
+def _with_warnings(response: Response, warnings: list[str]) -> Response:
+    """Kubernetes' warnings: one `Warning: 299 - "text"` header each (kubectl prints them)."""
+    for text in warnings:
+        response.headers.append("Warning", f"299 - {json.dumps(text)}")
+    return response
+
+
+def _check_resource_version(target: Target, expected: str | None, current: Mapping[str, Any]) -> None:
+    """A write's precondition: `expected` (from the body) is the stored object's resourceVersion."""
+    stored = str((current.get("metadata") or {}).get("resourceVersion"))
+    if expected is not None and expected != stored:
+        raise errors.Conflict(
+            f"Operation cannot be fulfilled on {target.describe()}: the object has been modified; please apply your "
+            f"changes to the latest version and try again (resourceVersion {expected} is stale, current is {stored})"
+        )
+
+
+def _expected_version(body: Mapping[str, Any]) -> str | None:
+    meta = body.get("metadata")
+    raw = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    if raw is None or raw == "":
+        return None
+    return str(_revision("metadata.resourceVersion", str(raw)))
+
+
+class _Routes:
+    """Handlers bound to one store. Each reads its path parameters from the request (see `router`)."""
+
+    def __init__(self, store: Store, clock: Clock, bookmark_interval: float) -> None:
+        self.store = store
+        self.clock = clock
+        self.bookmark_interval = bookmark_interval
+
+    @staticmethod
+    def _target(request: Request, *, creating: bool = False) -> Target:
+        params = request.path_params
+        api_version = f"{params['group']}/{params['version']}" if "group" in params else str(params["version"])
+        return resolve(api_version, params["plural"], params.get("namespace"), params.get("name"), creating=creating)
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        return decode_body(await request.body(), request.headers.get("content-type"))
+
+    # -- reads ------------------------------------------------------------------------------------------------------
+
+    async def collection_get(self, request: Request) -> Response:
+        target = self._target(request)
+        query = request.query_params
+        kind, namespace = target.info.kind, target.list_namespace
+        check_selectors(kind, namespace, query)
+        selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
+        shown = negotiate(request.headers.get("accept"), query.get("includeObject"))
+        if shown is None:
+            return _not_acceptable(request.headers.get("accept"))
+        if _flag("watch", query.get("watch")):
+            return await self._watch(request, kind, namespace, target, shown)
+        options = lists.list_options(query)
+        result = await self.store.list(kind, namespace, selector, fields=fields)
+        lists.check_revision(options, result.revision)
+        if options.continue_from is not None:
+            await self._check_continuable(kind, namespace, selector, fields, options.continue_from.revision)
+        page = lists.page(result.items, result.revision, options)
+        body = shown.list_body(kind, target.api_version, page.items, page.metadata, self.clock.now())
+        return JSONResponse(body)
+
+    async def _check_continuable(
+        self, kind: str, namespace: str | None, selector: str | None, fields: str | None, revision: int
+    ) -> None:
+        """A continue token is good while a watch from its revision is (`server.lists`): else 410 Expired."""
+        try:
+            async with self.store.watch(kind, namespace, since=revision, selector=selector, fields=fields):
+                pass
+        except errors.Gone as e:
+            raise errors.Gone(
+                "The provided continue parameter is too old to display a consistent list result. You can start a "
+                f"new list without the continue parameter ({e.message})"
+            ) from e
+
+    async def _watch(
+        self,
+        request: Request,
+        kind: str | None,
+        namespace: str | None,
+        target: Target | None = None,
+        shown: Representation | None = None,
+    ) -> Response:
+        """A watch (`server.watches`). To a Kubernetes client (JSON) a watch without a resourceVersion, or from
+        "0", starts with the current objects as ADDED events, as Kubernetes' does; NDJSON (devplace's remote store)
+        starts exactly after the given revision, or now."""
+        query = request.query_params
+        rv = query.get("resourceVersion")
+        since = _revision("resourceVersion", rv) if rv else None
+        timeout = _timeout(query.get("timeoutSeconds"))
+        if _flag("sendInitialEvents", query.get("sendInitialEvents")):
+            raise errors.Invalid.field("sendInitialEvents", "is not supported: list, then watch from the list")
+        media_type = watches.watch_media_type(request.headers.get("accept"), store_protocol=target is None)
+        selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
+        initial: list[Event] = []
+        if target is not None and kind is not None and media_type == WATCH_JSON and not since:
+            listing = await self.store.list(kind, namespace, selector, fields=fields)
+            since = listing.revision
+            initial = [Event("ADDED", obj, listing.revision) for obj in listing.items]
+        stream = self.store.watch(kind, namespace, since=since, selector=selector, fields=fields)
+        render = None
+        if shown is not None and shown.table is not None and kind is not None:
+            table_kind = kind
+
+            def render(obj: dict[str, Any], first: bool) -> dict[str, Any]:
+                return shown.item_body(table_kind, obj, self.clock.now(), definitions=first)
+
+        bookmarks = None
+        if _flag("allowWatchBookmarks", query.get("allowWatchBookmarks")) and target is not None:
+            api_version = target.api_version
+            bookmarks = watches.Bookmarks(target.info.kind, api_version, self.bookmark_interval, self.clock)
+        return await watches.watch_response(
+            stream, timeout=timeout, media_type=media_type, render=render, bookmarks=bookmarks, initial=initial
+        )
+
+    async def item_get(self, request: Request) -> Response:
+        target = self._target(request)
+        assert target.name is not None
+        shown = negotiate(request.headers.get("accept"), request.query_params.get("includeObject"))
+        if shown is None:
+            return _not_acceptable(request.headers.get("accept"))
+        obj = await self.store.get(target.info.kind, target.name, target.store_namespace)
+        return JSONResponse(shown.item_body(target.info.kind, obj, self.clock.now()))
+
+    # -- writes -----------------------------------------------------------------------------------------------------
+
+    async def collection_post(self, request: Request) -> Response:
+        target = self._target(request, creating=True)
+        query = request.query_params
+        dry = dry_run(query.getlist("dryRun"))
+        warnings: list[str] = []
+        validation = field_validation(query.get("fieldValidation"))
+        obj = prepare_write(await self._body(request), target, validation=validation, warnings=warnings)
+        manager = manager_name(query.get("fieldManager"), request.headers.get("user-agent"))
+        obj = recorded(None, obj, manager=manager, api_version=target.api_version, now=self.clock.now())
+        await admit_write(self.store, obj, creating=True)
+        created = await self._dry_create(obj) if dry else await self.store.create(obj)
+        return _with_warnings(JSONResponse(created, status_code=201), warnings)
+
+    async def _dry_create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """What a create would store, without storing it: 409 if the name is taken; no resourceVersion."""
+        kind, namespace, name = key_fields(obj)
+        try:
+            await self.store.get(kind, name, namespace)
+        except errors.NotFound:
+            would = stamp_created(obj, 0, self.clock.now(), str(uuid.uuid4()))
+            del would["metadata"]["resourceVersion"]
+            return would
+        raise errors.AlreadyExists(f"{key_of(obj)} already exists")
+
+    async def item_put(self, request: Request) -> Response:
+        target = self._target(request)
+        query = request.query_params
+        dry = dry_run(query.getlist("dryRun"))
+        warnings: list[str] = []
+        validation = field_validation(query.get("fieldValidation"))
+        obj = prepare_write(await self._body(request), target, validation=validation, warnings=warnings)
+        manager = manager_name(query.get("fieldManager"), request.headers.get("user-agent"))
+        try:  # managedFields: what this update changed is now the manager's (api.managedfields)
+            old = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
+        except errors.NotFound:
+            old = None
+        obj = recorded(old, obj, manager=manager, api_version=target.api_version, now=self.clock.now())
+        await admit_write(self.store, obj, creating=False)
+        if dry:
+            current = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
+            expected = str(resource_version_of(obj))
+            _check_resource_version(target, expected, current)
+            return _with_warnings(JSONResponse(stamp_updated(current, obj, int(expected))), warnings)
+        return _with_warnings(JSONResponse(await self.store.update(obj)), warnings)
+
+    async def item_delete(self, request: Request) -> Response:
+        target = self._target(request)
+        assert target.name is not None
+        raw = await request.body()
+        body = decode_body(raw, request.headers.get("content-type")) if raw.strip() else None
+        query = request.query_params
+        options = delete_options(body, query, query.getlist("dryRun"))
+        pre = options.preconditions
+        kind, name, ns = target.info.kind, target.name, target.store_namespace
+        rv = pre.resource_version
+        if pre.uid is not None or options.dry_run:
+            current = await self.store.get(kind, name, ns)
+            meta = current["metadata"]
+            if pre.uid is not None and meta.get("uid") != pre.uid:
+                raise errors.Conflict(
+                    f"{target.describe()}: precondition failed: uid {pre.uid} does not match {meta.get('uid')}"
+                )
+            if rv is not None and rv != meta.get("resourceVersion"):
+                raise errors.Conflict(
+                    f"{target.describe()}: precondition failed: resourceVersion {rv} is stale "
+                    f"(current is {meta.get('resourceVersion')})"
+                )
+            if options.dry_run:
+                return JSONResponse(current)
+            rv = str(meta.get("resourceVersion"))
+        return JSONResponse(await self.store.delete(kind, name, ns, resource_version=rv))
+
+    # -- subresources -----------------------------------------------------------------------------------------------
+
+    def _subresource_target(self, request: Request, subresource: str) -> Target:
+        target = self._target(request)
+        kind = target.info.kind
+        served = has_status(kind) if subresource == "status" else kind in SCALE_KINDS
+        if not served:
+            raise errors.NotFound(
+                f"the server could not find the requested resource: {target.info.plural} has no {subresource} "
+                "subresource"
+            )
+        return target
+
+    async def status_get(self, request: Request) -> Response:
+        target = self._subresource_target(request, "status")
+        return JSONResponse(await self.store.get(target.info.kind, str(target.name), target.store_namespace))
+
+    async def status_put(self, request: Request) -> Response:
+        """Replace `status` only (module docstring), by compare-and-swap."""
+        target = self._subresource_target(request, "status")
+        incoming = _aligned(await self._body(request), target)
+        expected = _expected_version(incoming)
+        validation = field_validation(request.query_params.get("fieldValidation"))
+        warnings: list[str] = []
+        record = self._recorder(request, target, "status")
+
+        def decide(current: dict[str, Any]) -> dict[str, Any]:
+            _check_resource_version(target, expected, current)
+            new = record(current, _validated(with_status(current, incoming), validation, warnings))
+            admit_update(current, new)
+            return new
+
+        written = await self._write(target, decide, dry_run(request.query_params.getlist("dryRun")))
+        return _with_warnings(JSONResponse(written), warnings)
+
+    async def scale_get(self, request: Request) -> Response:
+        target = self._subresource_target(request, "scale")
+        obj = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
+        return JSONResponse(scale_of(obj))
+
+    async def scale_put(self, request: Request) -> Response:
+        """Set `spec.replicas` from a `Scale` (`kubectl scale`), by compare-and-swap; answers the new Scale."""
+        target = self._subresource_target(request, "scale")
+        scale = await self._body(request)
+        expected = _expected_version(scale)
+        record = self._recorder(request, target, "scale")
+
+        def decide(current: dict[str, Any]) -> dict[str, Any]:
+            _check_resource_version(target, expected, current)
+            new = record(current, validated(with_scale(current, scale)))
+            admit_update(current, new)
+            return new
+
+        written = await self._write(target, decide, dry_run(request.query_params.getlist("dryRun")))
+        return JSONResponse(scale_of(written))
+
+    def _recorder(
+        self, request: Request, target: Target, subresource: str
+    ) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]:
+        """`(old, new) -> new` with the managedFields a write through `subresource` by this request's manager
+        leaves (`api.managedfields`)."""
+        manager = manager_name(request.query_params.get("fieldManager"), request.headers.get("user-agent"))
+
+        def record(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+            return recorded(
+                old, new, manager=manager, api_version=target.api_version, now=self.clock.now(), subresource=subresource
+            )
+
+        return record
+
+    async def _write(
+        self, target: Target, decide: Callable[[dict[str, Any]], dict[str, Any]], dry: bool
+    ) -> dict[str, Any]:
+        """`decide` on the stored object and write its result by compare-and-swap (re-deciding on a conflict); a
+        dry run decides on the object as read and stores nothing."""
+        kind, name, namespace = target.info.kind, str(target.name), target.store_namespace
+        if dry:
+            current = await self.store.get(kind, name, namespace)
+            revision = int(str(current["metadata"]["resourceVersion"]))
+            return stamp_updated(current, decide(current), revision)
+        written = await cas(self.store, kind, name, namespace, decide, clock=self.clock)
+        return written.object
+
+    # -- /store -----------------------------------------------------------------------------------------------------
+
+    async def store_revision(self, request: Request) -> Response:
+        return JSONResponse({"revision": await self.store.revision()})
+
+    async def store_compact(self, request: Request) -> Response:
+        """Compact the store's history up to `revision`; 422 for one beyond the current revision (the store refuses
+        it, naming `revision`). With authentication on, only admins may (`server.authz`)."""
+        body = await self._body(request)
+        raw = body.get("revision")
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            raise errors.Invalid.field("revision", "must be a non-negative integer")
+        await self.store.compact(raw)
+        return JSONResponse({"revision": raw})
+
+    async def store_watch(self, request: Request) -> Response:
+        query = request.query_params
+        kind = query.get("kind") or None
+        namespace = query.get("namespace")
+        check_selectors(kind, namespace, query)
+        return await self._watch(request, kind, namespace)
+
+
+def _group_versions() -> list[str]:
+    seen: dict[str, None] = {}
+    for info in registry_kinds():
+        for gv in info.group_versions:
+            seen.setdefault(gv, None)
+    return sorted(seen)
+
+
+def _param_sets() -> dict[str, list[dict[str, Any]]]:
+    """Path parameters of the two roots, with the registry's groups, versions and plurals as enums (docs only)."""
+    kinds = registry_kinds()
+    group_versions = _group_versions()
+    groups = sorted({gv.split("/", 1)[0] for gv in group_versions if "/" in gv})
+    versions = sorted({gv.split("/", 1)[1] for gv in group_versions if "/" in gv})
+    group_plurals = sorted({k.plural for k in kinds if any("/" in gv for gv in k.group_versions)})
+    core_plurals = sorted({k.plural for k in kinds if any("/" not in gv for gv in k.group_versions)})
+    core_versions = sorted({gv for gv in group_versions if "/" not in gv})
+
+    def enum(name: str, values: list[str], description: str) -> dict[str, Any]:
+        param = _path_param(name, description)
+        if values:
+            param["schema"] = {"type": "string", "enum": values}
+        return param
+
+    return {
+        "apis": [
+            enum("group", groups, "API group, e.g. devplace.io"),
+            enum("version", versions, "API version within the group, e.g. v1alpha1"),
+        ],
+        "api": [enum("version", core_versions, "core API version")],
+        "plural_apis": [enum("plural", group_plurals, "resource (plural kind), e.g. configurations")],
+        "plural_api": [enum("plural", core_plurals, "resource (plural kind), e.g. nodes")],
+    }
+
+
+def _subresource_routes(
+    api: APIRouter, routes: _Routes, item: str, item_params: list[dict[str, Any]], op: str, tag: str
+) -> None:
+    """`{item}/status` (kinds with a status) and `{item}/scale` (Deployments): GET and PUT."""
+    status_body = {"model": KubeObject, "description": "the object"}
+    for verb, handler, summary in (
+        ("GET", routes.status_get, "Read an object (its status subresource)"),
+        ("PUT", routes.status_put, "Replace an object's status only (compare-and-swap)"),
+    ):
+        api.add_api_route(
+            f"{item}/status",
+            handler,
+            methods=[verb],
+            operation_id=f"{verb.lower()}Status{op}",
+            summary=summary,
+            tags=[tag],
+            responses={200: status_body, **_ERRORS},
+            openapi_extra={"parameters": [*item_params, *(_WRITE_QUERY if verb == "PUT" else [])]}
+            | (_OBJECT_BODY if verb == "PUT" else {}),
+        )
+    scale_body = {"description": "an autoscaling/v1 Scale"}
+    for verb, handler, summary in (
+        ("GET", routes.scale_get, "Read a Deployment's Scale"),
+        ("PUT", routes.scale_put, "Set a Deployment's spec.replicas from a Scale (compare-and-swap)"),
+    ):
+        api.add_api_route(
+            f"{item}/scale",
+            handler,
+            methods=[verb],
+            operation_id=f"{verb.lower()}Scale{op}",
+            summary=summary,
+            tags=[tag],
+            responses={200: scale_body, **_ERRORS},
+            openapi_extra={"parameters": [*item_params, *([_WRITE_QUERY[0]] if verb == "PUT" else [])]},
+        )
+
+
+def router(
+    store: Store, *, clock: Clock | None = None, bookmark_interval: float = DEFAULT_BOOKMARK_INTERVAL
+) -> APIRouter:
+    """Every resource route over `store`. Handlers take only the request; OpenAPI is described explicitly.
+
+    `clock` dates Table ages and paces watch bookmarks, one every `bookmark_interval` seconds (`server.watches`)."""
+    if bookmark_interval <= 0:
+        raise errors.Invalid.field("bookmark_interval", "must be positive")
+    routes = _Routes(store, clock or SystemClock(), bookmark_interval)
+    api = APIRouter()
+    params = _param_sets()
+    namespace = _path_param("namespace", "namespace of a namespaced kind")
+    name = _path_param("name", "object name")
+
+    for root, prefix, tag in (
+        ("apis", "/apis/{group}/{version}", "group resources"),
+        ("api", "/api/{version}", "core"),
+    ):
+        base = params[root]
+        plural = params[f"plural_{root}"]
+        shapes: list[tuple[str, list[dict[str, Any]], str]] = [
+            (f"{prefix}/namespaces/{{namespace}}/{{plural}}", [*base, namespace, *plural], "Namespaced"),
+            (f"{prefix}/{{plural}}", [*base, *plural], ""),
+        ]
+        for path, path_params, scope in shapes:
+            op = f"{root.capitalize()}{scope}"
+            api.add_api_route(
+                path,
+                routes.collection_get,
+                methods=["GET"],
+                operation_id=f"list{op}",
+                summary="List objects (a Table on request, paged with limit), or watch them with watch=1",
+                tags=[tag],
+                responses={
+                    200: {
+                        "model": KubeObjectList,
+                        "description": "the list, or with watch=1 a stream of WatchEvent lines",
+                        "content": {
+                            media: {"schema": {"$ref": "#/components/schemas/KubeWatchEvent"}}
+                            for media in (NDJSON, WATCH_JSON)
+                        },
+                    },
+                    **_ERRORS,
+                },
+                openapi_extra={"parameters": [*path_params, *_LIST_QUERY]},
+            )
+            api.add_api_route(
+                path,
+                routes.collection_post,
+                methods=["POST"],
+                operation_id=f"create{op}",
+                summary="Create an object",
+                tags=[tag],
+                status_code=201,
+                responses={201: {"model": KubeObject, "description": "the stored object"}, **_ERRORS},
+                openapi_extra={"parameters": [*path_params, *_WRITE_QUERY], **_OBJECT_BODY},
+            )
+            item = f"{path}/{{name}}"
+            item_params = [*path_params, name]
+            api.add_api_route(
+                item,
+                routes.item_get,
+                methods=["GET"],
+                operation_id=f"read{op}",
+                summary="Read an object",
+                tags=[tag],
+                responses={200: {"model": KubeObject, "description": "the object, or a Table on request"}, **_ERRORS},
+                openapi_extra={"parameters": [*item_params, *[p for p in _LIST_QUERY if p["name"] == "includeObject"]]},
+            )
+            api.add_api_route(
+                item,
+                routes.item_put,
+                methods=["PUT"],
+                operation_id=f"replace{op}",
+                summary="Replace an object (compare-and-swap on metadata.resourceVersion)",
+                tags=[tag],
+                responses={200: {"model": KubeObject, "description": "the stored object"}, **_ERRORS},
+                openapi_extra={"parameters": [*item_params, *_WRITE_QUERY], **_OBJECT_BODY},
+            )
+            api.add_api_route(
+                item,
+                routes.item_delete,
+                methods=["DELETE"],
+                operation_id=f"delete{op}",
+                summary="Delete an object (optionally only at a given resourceVersion)",
+                tags=[tag],
+                responses={200: {"model": KubeObject, "description": "the object as last stored"}, **_ERRORS},
+                openapi_extra={"parameters": [*item_params, *_DELETE_QUERY]},
+            )
+            _subresource_routes(api, routes, item, item_params, op, tag)
+
+    api.add_api_route(
+        "/store/revision",
+        routes.store_revision,
+        methods=["GET"],
+        tags=["store"],
+        summary="The store's current revision",
+        responses={200: {"model": StoreRevision, "description": "the revision"}},
+    )
+    api.add_api_route(
+        "/store/compact",
+        routes.store_compact,
+        methods=["POST"],
+        tags=["store"],
+        summary="Forget history up to and including a revision (watches from there get 410)",
+        responses={200: {"model": StoreRevision, "description": "compacted"}, 400: _ERRORS[400], 422: _ERRORS[422]},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StoreRevision"}}},
+            }
+        },
+    )
+    api.add_api_route(
+        "/store/watch",
+        routes.store_watch,
+        methods=["GET"],
+        tags=["store"],
+        summary="Watch every kind (NDJSON), optionally filtered by kind, namespace, labels and fields",
+        responses={
+            200: {
+                "description": "WatchEvent lines",
+                "content": {
+                    media: {"schema": {"$ref": "#/components/schemas/KubeWatchEvent"}} for media in (NDJSON, WATCH_JSON)
+                },
+            },
+            400: _ERRORS[400],
+            410: _ERRORS[410],
+            422: _ERRORS[422],
+        },
+        openapi_extra={
+            "parameters": [
+                Parameter("kind", "string", "only this kind", None).openapi3(),
+                Parameter("namespace", "string", 'only this namespace ("" for cluster-scoped)', None).openapi3(),
+                *[p for p in _LIST_QUERY if p["name"] != "watch"],
+            ]
+        },
+    )
+    return api

@@ -1,0 +1,133 @@
+"""Read-decide-write by compare-and-swap: the one loop through which every part changes or deletes an object.
+
+`cas` reads the object, runs a pure decision on it and writes the result with the resourceVersion it read. On
+`Conflict` (somebody wrote first) it re-reads and re-decides on the fresh state, with bounded attempts and jittered
+exponential backoff through the injected `Clock` (tests pass a `FakeClock` and see the schedule; parts pass the
+clock that paces their I/O). The decision returns the new object, `DELETE` to delete it (with the read
+resourceVersion as precondition, so a delete never removes a state it did not decide on), or None for "nothing
+to change"; it may raise to abort (e.g. `errors.Refused`), and then nothing is written. A decision may also be a
+coroutine function, for decisions that must read more than the object itself (fleet placement evaluates a whole
+intent tree): it may then return an object built on a copy it read itself, and its resourceVersion is what the write
+is conditioned on, so anything that changed the object since that read makes the write conflict and the decision
+run again.
+
+A caller that keeps a cache may pass its copy as `first`: the first decision is made on it, saving a read (one round
+trip when the cache is current, the common case for Allocate). A cached copy may be stale, so neither a `Conflict`
+nor a refusal made on it is final: a `Conflict` re-reads at once (no backoff: that was staleness, not contention)
+and a `Refused` raised by the decision on the cached copy is re-decided once on a fresh read before it is raised.
+`decide` must not change its argument: the first attempt may get the caller's cached object itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from devplace import errors
+from devplace.clocks import Clock, SystemClock
+from devplace.store._base import Store
+
+
+class Delete:
+    """The decision "delete the object as read"; use the `DELETE` instance."""
+
+    _instance: Delete | None = None
+
+    def __new__(cls) -> Delete:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "DELETE"
+
+
+DELETE: Final = Delete()
+
+Decide = Callable[[dict[str, Any]], "dict[str, Any] | Delete | Awaitable[dict[str, Any] | Delete | None] | None"]
+
+Action = Literal["updated", "deleted", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `cas` did: `object` is the stored result, the deleted object (its resourceVersion is the deletion's
+    revision), or for "unchanged" the object the decision was made on."""
+
+    object: dict[str, Any]
+    action: Action
+
+
+DEFAULT_ATTEMPTS = 8
+BASE_DELAY = 0.002
+MAX_DELAY = 0.25
+
+
+def backoff(attempt: int, base_delay: float = BASE_DELAY, max_delay: float = MAX_DELAY) -> float:
+    """The pause after the `attempt`-th lost race (0-based): exponential, capped, jittered by ±50%."""
+    nominal: float = min(max_delay, base_delay * 2.0 ** min(attempt, 16))
+    return nominal * random.uniform(0.5, 1.5)
+
+
+async def cas(
+    store: Store,
+    kind: str,
+    name: str,
+    namespace: str,
+    decide: Decide,
+    *,
+    first: Mapping[str, Any] | None = None,
+    clock: Clock | None = None,
+    attempts: int = DEFAULT_ATTEMPTS,
+    base_delay: float = BASE_DELAY,
+    max_delay: float = MAX_DELAY,
+) -> Written:
+    """Apply `decide` to the current object until a compare-and-swap lands (see the module docstring).
+
+    Raises `NotFound` when the object does not exist (or is deleted meanwhile), `Conflict` after `attempts` lost
+    races, and whatever `decide` raises.
+    """
+    if attempts < 1:
+        raise errors.Invalid.field("attempts", f"must be at least 1 (got {attempts})")
+    clock = clock or SystemClock()
+    cached: Mapping[str, Any] | None = first
+    lost = 0
+    while True:
+        from_cache = cached is not None
+        current: dict[str, Any]
+        if cached is not None:
+            current = cached  # type: ignore[assignment]  # decide must not change it (module docstring)
+            cached = None
+        else:
+            current = await store.get(kind, name, namespace)
+        try:
+            decided = decide(current)
+            outcome = await decided if inspect.isawaitable(decided) else decided
+        except errors.Refused:
+            if from_cache:
+                continue  # refused on a possibly stale copy: decide once more on the store's
+            raise
+        if outcome is None:
+            return Written(current, "unchanged")
+        try:
+            if isinstance(outcome, Delete):
+                rv = str((current.get("metadata") or {}).get("resourceVersion") or "")
+                gone = await store.delete(kind, name, namespace, resource_version=rv or None)
+                return Written(gone, "deleted")
+            return Written(await store.update(outcome), "updated")
+        except errors.Conflict:
+            if from_cache:
+                continue  # the cache was behind: read and decide again at once
+            lost += 1
+            if lost >= attempts:
+                raise errors.Conflict(
+                    f"{kind} {namespace + '/' if namespace else ''}{name}: gave up after {attempts} conflicting writes"
+                ) from None
+            await clock.sleep(backoff(lost - 1, base_delay, max_delay))
+        except errors.NotFound:
+            if from_cache:
+                continue  # the cached copy outlived the object: the read says so, or finds a new one
+            raise
