@@ -47,7 +47,6 @@ FACES: dict[str, list[str]] = {
         "KindInfo",
         "LabelSelector",
         "MAX_DEPTH",
-        "MAX_DEVICE_ID",
         "MAX_REVISION",
         "Model",
         "Node",
@@ -140,17 +139,17 @@ FACES: dict[str, list[str]] = {
     "kubeapi": [
         "APPLY_PATCH",
         "BROKER_COUNTS",
-        "DELETE",
+        "DELETE_QUERY",
         "IncludeObject",
         "JSON_PATCH",
-        "LIST",
+        "LIST_QUERY",
         "MERGE_PATCH",
         "Parameter",
         "PatchType",
         "SCALE_KINDS",
         "STRATEGIC_MERGE_PATCH",
         "Served",
-        "WRITE",
+        "WRITE_QUERY",
         "age",
         "broker_counts",
         "cell_text",
@@ -317,7 +316,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 246
+    assert promised == 245
 
 
 def test_every_module_inside_a_package_is_private() -> None:

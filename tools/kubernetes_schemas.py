@@ -2,7 +2,7 @@
 
 Usage: ``python tools/kubernetes_schemas.py`` rewrites ``src/devplace/api/kubernetes-definitions.json``;
 ``python tools/kubernetes_schemas.py --check`` exits 1 if the committed file differs from a fresh one
-(tests/api/test_openapis.py runs the check).
+(tests/kubeapi/test_openapis.py runs the check).
 
 Kubernetes' own schemas (with their field docs and the `x-kubernetes-patch-*` facts kubectl relies on) come from the
 `kubernetes-validate` dev dependency, which ships them as JSON Schema per Kubernetes version. Only the definitions

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.server._resources import Target, delete_preconditions, prepare_write, resolve
+from devplace.server._requests import Target, delete_preconditions, prepare_write, resolve
 from devplace.server._watches import watch_media_type, watch_response
 from devplace.store._base import Event
 

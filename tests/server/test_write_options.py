@@ -10,7 +10,7 @@ import pytest
 
 from devplace import errors
 from devplace.server._app import create_app
-from devplace.server._resources import delete_options, dry_run, field_validation
+from devplace.server._requests import delete_options, dry_run, field_validation
 from devplace.store import MemoryStore
 from tests.servers import serve_app
 

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from devplace import errors
 from devplace.api import CL, FREE, IL, Free, named_node, parse_holder, slot_index, slot_name
-from devplace.api import format_holder as devices_format_holder
+from devplace.api import format_holder as format_known_holder
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def format_holder(holder: Holder) -> Any:
     """The wire value of `holder` (inverse of `parse_holder`; an `Unknown` one as it was stored)."""
     if isinstance(holder, Unknown):
         return holder.raw
-    return devices_format_holder(holder)
+    return format_known_holder(holder)
 
 
 def initial_usage(instance: str, capacity: int) -> dict[str, str]:

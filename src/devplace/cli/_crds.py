@@ -3,7 +3,7 @@
     devplace crds                               # every CRD, as one YAML stream on stdout
     devplace crds -o deploy/kubernetes/crds     # one file per CRD (<plural>.<group>.yaml) and a kustomization.yaml
 
-The CRDs come from the models (`api.crds`); their short names and categories from the API discovery `devplace
+The CRDs come from the models (`kubeapi.crds`); their short names and categories from the API discovery `devplace
 server` serves (`server.discoveries`), so a cluster and devplace's own server name things alike.
 `deploy/kubernetes/crds` is this command's output, and tests/deploy fails when the models drift from it.
 """

@@ -66,7 +66,7 @@ def table(
     kind: str, items: Sequence[Mapping[str, Any]], *, namespaced: bool, now: float, wide: bool = False
 ) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of `devplace get`: NAMESPACE for namespaced kinds, then the kind's columns
-    (`api.tables.columns`, the server's Table columns), the priority-1 ones only with `wide` (`-o wide`)."""
+    (`kubeapi.tables.columns`, the server's Table columns), the priority-1 ones only with `wide` (`-o wide`)."""
     cols = columns(kind, wide=wide)
     headers = (["NAMESPACE"] if namespaced else []) + [c.header for c in cols]
     rows = []

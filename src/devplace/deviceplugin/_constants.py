@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from devplace.api import MAX_DEVICE_ID as DevicesMAX_DEVICE_ID
-
 VERSION: Final = "v1beta1"
 """The only device plugin API version devplace speaks (RegisterRequest.version)."""
 
@@ -23,10 +21,6 @@ KUBELET_SOCKET_NAME: Final = "kubelet.sock"
 DEVICE_PLUGIN_DIR: Final = "device-plugins"
 POD_RESOURCES_DIR: Final = "pod-resources"
 DEFAULT_KUBELET_DIR: Final = "/var/lib/kubelet"
-
-MAX_DEVICE_ID: Final = DevicesMAX_DEVICE_ID
-"""Longest Device.ID the kubelet accepts, in characters (defined once, in `devplace.api._devices`, whose
-Configuration validation enforces it)."""
 
 PRE_START_CONTAINER_TIMEOUT: Final = 30.0
 """Seconds the kubelet waits for PreStartContainer."""

@@ -35,7 +35,7 @@ from devplace.kubeapi._openapis import (
     v3_hash,
     v3_index,
 )
-from devplace.kubeapi._parameters import DELETE, LIST, WRITE, Parameter
+from devplace.kubeapi._parameters import DELETE_QUERY, LIST_QUERY, WRITE_QUERY, Parameter
 from devplace.kubeapi._patches import (
     APPLY_PATCH,
     JSON_PATCH,
@@ -65,13 +65,13 @@ from devplace.kubeapi._tables import (
 __all__ = [
     "APPLY_PATCH",
     "BROKER_COUNTS",
-    "DELETE",
+    "DELETE_QUERY",
     "JSON_PATCH",
-    "LIST",
+    "LIST_QUERY",
     "MERGE_PATCH",
     "SCALE_KINDS",
     "STRATEGIC_MERGE_PATCH",
-    "WRITE",
+    "WRITE_QUERY",
     "IncludeObject",
     "Parameter",
     "PatchType",

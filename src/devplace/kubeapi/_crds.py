@@ -3,7 +3,7 @@ devplace's parts can keep their objects in it (`--store kube://`, `deploy/kubern
 
 One CRD per (group, kind) that is not Kubernetes' own (`devplace crds` prints them; `devplace crds -o DIR` writes one
 file each, `<plural>.<group>.yaml`, and a kustomization.yaml listing them). Nothing here is written by hand twice:
-- Schemas are the OpenAPI definitions `api.openapis` already derives from the models for `kubectl explain` and
+- Schemas are the OpenAPI definitions `openapis` already derives from the models for `kubectl explain` and
   client-side validation, made structural as apiextensions.k8s.io/v1 requires: every `$ref` inlined, `metadata` left
   to the API server (`type: object`, CRDs may say nothing else of it), an IntOrString written as
   `x-kubernetes-int-or-string`, and what a CRD schema may not carry dropped (`uniqueItems`, the group-version-kind
@@ -12,10 +12,10 @@ file each, `<plural>.<group>.yaml`, and a kustomization.yaml listing them). Noth
   hold Kubernetes types (a Configuration's `brokerPodSpec` is a PodSpec) are `x-kubernetes-preserve-unknown-fields`
   objects, as in Akri's CRDs: the API server keeps them whole, and devplace checks them against Kubernetes' own
   schemas where it validates writes (`api.podspecs`).
-- `additionalPrinterColumns` are the columns `devplace get` prints (`api.tables`), each given the JSONPath a CRD needs
+- `additionalPrinterColumns` are the columns `devplace get` prints (`tables`), each given the JSONPath a CRD needs
   (`_JSON_PATHS`; a column the path cannot express keeps its meaning under the name it prints: an Instance's
   `Used/Capacity` is computed, so the CRD shows `Capacity`). Age is `.metadata.creationTimestamp`, as kubectl shows it.
-- `subresources.status` for the kinds whose model has a status (`api.subresources.has_status`).
+- `subresources.status` for the kinds whose model has a status (`subresources.has_status`).
 - Names (`shortNames`, `categories`) are what devplace's API discovery serves, passed in by the caller (the server's
   discovery lives above this layer): `kubectl get akric` means the same on a cluster as against `devplace server`.
 
@@ -133,9 +133,9 @@ _JSON_PATHS: dict[tuple[str, str], str | dict[str, str]] = {
     ("ResourceClass", "Strategy"): ".spec.selectionStrategy",
     ("ResourceClass", "Selector"): ".spec.resourceSelector",
 }
-"""(kind, `api.tables` column) -> the JSONPath of its value in a CRD, or the column entirely where the CLI's value is
+"""(kind, `tables` column) -> the JSONPath of its value in a CRD, or the column entirely where the CLI's value is
 computed and a path cannot show it (the column then says what it does show). A column missing here is an error
-(tests/api/test_crds.py)."""
+(tests/kubeapi/test_crds.py)."""
 
 
 def crd_group_versions() -> list[str]:

@@ -14,7 +14,7 @@ A strategic merge patch (`patches.strategic_merge`) and server-side apply (`patc
 `TYPES` holds only what differs from the defaults (maps merge key by key, lists are atomic and replaced), for every
 type reachable from the built-in kinds devplace serves (`BUILTIN_ROOTS`); a field with nothing to say below it is left
 out. The table is Kubernetes 1.37's OpenAPI as the `kubernetes-validate` package ships it, transcribed;
-tests/api/test_fieldtypes.py derives it again from that schema and fails if they ever differ. Two facts the schema
+tests/kubeapi/test_fieldtypes.py derives it again from that schema and fails if they ever differ. Two facts the schema
 does not carry are added by hand: a port's `protocol` defaults to TCP when it forms part of a list key (Kubernetes
 defaults it before it merges), and devplace's own kinds embed Kubernetes types (a Configuration's broker pod spec is
 a PodSpec), so their lists merge by the same keys (`CUSTOM_ROOTS`).

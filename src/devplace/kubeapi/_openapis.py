@@ -21,7 +21,7 @@ Where the schemas come from:
   a mapping of anything gives `x-kubernetes-preserve-unknown-fields`.
 
 Paths list, per kind and group/version, the operations the server serves (get, list and watch, create, replace,
-patch, delete, and the subresources of `api.subresources`: `/status` for kinds with a status, `/scale`), with
+patch, delete, and the subresources of `subresources`: `/status` for kinds with a status, `/scale`), with
 `dryRun` and `fieldManager` on the writes, and `fieldValidation` where the server refuses unknown fields itself
 (`validates_fields`: the kinds whose model refuses them). kubectl >= 1.27 looks for `fieldValidation` on a kind's
 PATCH operation: found, it sends `fieldValidation=Strict` and leaves validation to the server; not found (the
@@ -517,8 +517,8 @@ def _body(definition: str) -> Schema:
 
 _PRETTY = parameters.PRETTY.swagger()
 _FORCE = parameters.FORCE.swagger()
-_LIST_PARAMS = [p.swagger() for p in parameters.LIST if p.kubernetes is not None]
-_DELETE_PARAMS = [p.swagger() for p in parameters.DELETE if p.kubernetes is not None]
+_LIST_PARAMS = [p.swagger() for p in parameters.LIST_QUERY if p.kubernetes is not None]
+_DELETE_PARAMS = [p.swagger() for p in parameters.DELETE_QUERY if p.kubernetes is not None]
 _JSON = ["application/json"]
 _PATCH_TYPES = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
 _STRATEGIC = "application/strategic-merge-patch+json"
@@ -575,7 +575,7 @@ def paths(s: Served) -> dict[str, Schema]:
     name_param = _param("name", "path", f"name of the {kind}", required=True)
     definition, listed = s.definition, s.definition + "List"
     patch_types = [*_PATCH_TYPES, _STRATEGIC] if s.builtin else _PATCH_TYPES
-    writes = [p.swagger() for p in parameters.WRITE if p.name != "fieldValidation" or validates_fields(info)]
+    writes = [p.swagger() for p in parameters.WRITE_QUERY if p.name != "fieldValidation" or validates_fields(info)]
     streams = [*_JSON, "application/json;stream=watch", "application/x-ndjson"]
 
     out: dict[str, Schema] = {

@@ -1,7 +1,7 @@
 """The query parameters of the resource API, one table for both documents that describe them.
 
 Each parameter is written once, with two texts: Kubernetes' own description, which the OpenAPI documents kubectl
-reads (`kubeapi.openapis`) publish as the apiserver does, and what devplace does with it, which the server's own
+reads (`openapis`) publish as the apiserver does, and what devplace does with it, which the server's own
 interactive docs (`/docs`, FastAPI's OpenAPI 3) show. A parameter Kubernetes does not publish (`includeObject`, read
 from the Table media type; `resourceVersion` on a delete, a precondition Kubernetes takes in DeleteOptions) has no
 Kubernetes text and is left out of the Kubernetes documents.
@@ -66,7 +66,7 @@ _DRY_RUN = Parameter(
 )
 _RESOURCE_VERSION = "resourceVersion sets a constraint on what resource versions a request may be served from."
 
-LIST: tuple[Parameter, ...] = (
+LIST_QUERY: tuple[Parameter, ...] = (
     Parameter(
         "allowWatchBookmarks",
         "boolean",
@@ -136,7 +136,7 @@ LIST: tuple[Parameter, ...] = (
 )
 """A list or watch of a collection."""
 
-WRITE: tuple[Parameter, ...] = (
+WRITE_QUERY: tuple[Parameter, ...] = (
     _DRY_RUN,
     Parameter(
         "fieldManager",
@@ -155,7 +155,7 @@ WRITE: tuple[Parameter, ...] = (
 )
 """A create, replace or patch (`fieldValidation` only where the server checks fields itself)."""
 
-DELETE: tuple[Parameter, ...] = (
+DELETE_QUERY: tuple[Parameter, ...] = (
     _DRY_RUN,
     Parameter(
         "gracePeriodSeconds",

@@ -2,7 +2,8 @@
 over one `Store`.
 
 - `app`: `create_app`, `running`, `EmbeddedServer`: the app and its in-process server;
-- `resources`: the resource API (get, list, create, replace, delete); `lists`: paging and resourceVersion rules;
+- `resources`: the resource API (get, list, create, replace, delete); `requests`: what a request asks for, read
+  purely (its target, body and write options); `lists`: paging and resourceVersion rules;
 - `watches`: watch streams; `limits`: how many watches and how long a stalled one waits;
 - `patches`: PATCH in its four types, on objects, /status and /scale;
 - `representations`: objects or Tables, by `Accept`; `bodies`: request bodies, capped and decoded off the loop;

@@ -13,7 +13,7 @@ singular name, short names (Kubernetes' own for the built-in kinds, Akri's `akri
 (`all` for the built-in workload kinds as in Kubernetes, `devplace` for devplace's kinds, `akri` for Akri's, `fleet`
 for the fleet objects), the verbs the server serves (get, list, watch, create, update, patch, delete; no
 deletecollection), and the subresources: `<plural>/status` (get, patch, update) for kinds with a status and
-`deployments/scale` (get, patch, update; an `autoscaling/v1` Scale), from `api.subresources`.
+`deployments/scale` (get, patch, update; an `autoscaling/v1` Scale), from `kubeapi.subresources`.
 """
 
 from __future__ import annotations

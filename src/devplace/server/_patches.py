@@ -3,7 +3,7 @@
     PATCH /apis/{group}/{version}/[namespaces/{namespace}/]{plural}/{name}[/status|/scale]
     PATCH /api/{version}/[namespaces/{namespace}/]{plural}/{name}[/status]
 
-The Content-Type says which patch (`api.patches`): `application/merge-patch+json`, `application/json-patch+json`,
+The Content-Type says which patch (`kubeapi.patches`): `application/merge-patch+json`, `application/json-patch+json`,
 `application/strategic-merge-patch+json` (Kubernetes' own kinds only) or `application/apply-patch+yaml` (server-side
 apply; `fieldManager` is required, `force=true` takes over conflicting fields). Any other type is 415 with the list
 the kind accepts. A body that does not parse is 400; a result the kind's schema refuses is 422 with a cause per field
@@ -16,10 +16,10 @@ A patch that changes nothing writes nothing (no new resourceVersion). `dryRun=Al
 nothing. An apply patch to an object that does not exist creates it (201).
 
 `/status` applies the patch to the object and keeps only the status; `/scale` applies it to the `autoscaling/v1`
-`Scale` view (`api.subresources`) and writes back `spec.replicas`, answering the Scale. As for PUT, a main-resource
+`Scale` view (`kubeapi.subresources`) and writes back `spec.replicas`, answering the Scale. As for PUT, a main-resource
 patch may change status (devplace's parts write whole objects).
 
-`metadata.managedFields` is the server's (`api.managedfields`): an apply records the applier's fields, every other
+`metadata.managedFields` is the server's (`kubeapi.managedfields`): an apply records the applier's fields, every other
 patch an `Update` entry for its manager (`fieldManager`, else the User-Agent up to its first `/`), with `subresource`
 set for /status and /scale. A patch cannot write managedFields itself.
 """
@@ -38,7 +38,7 @@ from fastapi.responses import JSONResponse, Response
 
 from devplace import errors
 from devplace.api import KindInfo
-from devplace.api import kinds as registry_kinds
+from devplace.api import kinds as registered_kinds
 from devplace.clocks import Clock, SystemClock
 from devplace.kubeapi import (
     APPLY_PATCH,
@@ -59,22 +59,14 @@ from devplace.kubeapi import (
     server_side_apply,
     strategic_merge,
     updated_managed_fields,
+    with_scale,
+    with_status,
 )
-from devplace.kubeapi import patch_type as patches_patch_type
-from devplace.kubeapi import with_scale as subresources_with_scale
-from devplace.kubeapi import with_status as subresources_with_status
+from devplace.kubeapi import patch_type as parse_patch_type
 from devplace.scheduler import admit_write
 from devplace.server._bodies import decode_body
-from devplace.server._resources import (
-    FieldValidation,
-    KubeObject,
-    KubeStatus,
-    Target,
-    dry_run,
-    field_validation,
-    prepare_write,
-    resolve,
-)
+from devplace.server._requests import FieldValidation, Target, dry_run, field_validation, prepare_write, resolve
+from devplace.server._resources import KubeObject, KubeStatus
 from devplace.store import Store, cas, stamp_created, stamp_updated
 
 PATCH_ATTEMPTS = 64
@@ -156,7 +148,7 @@ class _Patches:
         if subresource == "scale" and kind not in SCALE_KINDS:
             raise errors.NotFound(f"the server could not find the requested resource: {kind} has no scale")
         strategic = root_of(kind, builtin_only=True) is not None
-        patch_type = patches_patch_type(request.headers.get("content-type"), strategic=strategic)
+        patch_type = parse_patch_type(request.headers.get("content-type"), strategic=strategic)
         query = request.query_params
         dry = dry_run(query.getlist("dryRun"))
         validation = field_validation(query.get("fieldValidation"))
@@ -307,7 +299,7 @@ class _Patches:
                     subresource=req.subresource,
                 )
                 managed = applied["metadata"]["managedFields"]
-                new = subresources_with_status(current, applied) if req.subresource == "status" else applied
+                new = with_status(current, applied) if req.subresource == "status" else applied
             else:
                 view = scale_of(current) if req.subresource == "scale" else current
                 patched = self._apply(req, view)
@@ -354,10 +346,10 @@ class _Patches:
     def _onto(req: _Request, current: dict[str, Any], patched: dict[str, Any]) -> dict[str, Any]:
         """The whole object a patch of the target (object, status or scale) makes of `current`."""
         if req.subresource == "status":
-            return subresources_with_status(current, patched)
+            return with_status(current, patched)
         if req.subresource == "scale":
             if "spec" in patched and "replicas" in (patched.get("spec") or {}):
-                return subresources_with_scale(current, patched)
+                return with_scale(current, patched)
             return copy.deepcopy(current)
         return patched
 
@@ -432,7 +424,7 @@ def router(store: Store, *, clock: Clock | None = None) -> APIRouter:
     """PATCH routes over `store`; `clock` stamps managedFields times (default: the system clock)."""
     handlers = _Patches(store, clock or SystemClock())
     api = APIRouter()
-    kinds = registry_kinds()
+    kinds = registered_kinds()
     gvs = sorted({gv for k in kinds for gv in k.group_versions})
     groups = sorted({gv.split("/", 1)[0] for gv in gvs if "/" in gv})
     versions = sorted({gv.split("/", 1)[1] for gv in gvs if "/" in gv})
@@ -445,8 +437,8 @@ def router(store: Store, *, clock: Clock | None = None) -> APIRouter:
     }
     namespace = _path_param("namespace", "namespace of a namespaced kind")
     name = _path_param("name", "object name")
-    with_status = [k for k in kinds if has_status(k.kind)]
-    with_scale = [k for k in kinds if k.kind in SCALE_KINDS]
+    status_kinds = [k for k in kinds if has_status(k.kind)]
+    scale_kinds = [k for k in kinds if k.kind in SCALE_KINDS]
     for root, (prefix, root_params) in roots.items():
         for scope, ns_path, ns_params in (
             ("Namespaced", "/namespaces/{namespace}", [namespace]),
@@ -456,8 +448,8 @@ def router(store: Store, *, clock: Clock | None = None) -> APIRouter:
             op = f"{root.capitalize()}{scope}"
             subs: list[tuple[str, Callable[[Request], Awaitable[Response]], list[KindInfo], str]] = [
                 ("", handlers.item, kinds, "Patch an object (merge, JSON, strategic merge or apply patch; one CAS)"),
-                ("/status", handlers.status, with_status, "Patch an object's status"),
-                ("/scale", handlers.scale, with_scale, "Patch a Deployment's Scale (spec.replicas)"),
+                ("/status", handlers.status, status_kinds, "Patch an object's status"),
+                ("/scale", handlers.scale, scale_kinds, "Patch a Deployment's Scale (spec.replicas)"),
             ]
             for suffix, handler, served, summary in subs:
                 plurals = _served(root, served)

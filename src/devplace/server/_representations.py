@@ -22,7 +22,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.kubeapi import IncludeObject
-from devplace.kubeapi import table as tables_table
+from devplace.kubeapi import table as table_of
 
 _TABLE_VERSIONS = ("v1", "v1beta1")
 _INCLUDE: tuple[IncludeObject, ...] = ("None", "Metadata", "Object")
@@ -39,7 +39,7 @@ class Representation:
         self, kind: str, api_version: str, items: Sequence[dict[str, Any]], metadata: Mapping[str, Any], now: float
     ) -> dict[str, Any]:
         if self.table is not None:
-            return tables_table(
+            return table_of(
                 kind, items, now=now, include_object=self.include_object, api_version=self.table, metadata=metadata
             )
         return {"kind": f"{kind}List", "apiVersion": api_version, "metadata": dict(metadata), "items": list(items)}
@@ -48,7 +48,7 @@ class Representation:
         if self.table is None:
             return obj
         rv = (obj.get("metadata") or {}).get("resourceVersion")
-        return tables_table(
+        return table_of(
             kind,
             [obj],
             now=now,

@@ -14,7 +14,7 @@ cycle). Objects come back as stored: an `akri.sh/v0` Configuration stays `akri.s
 `devplace.io` path (both name one kind).
 
 Reads: list and item GETs (and watches) answer a `meta.k8s.io` `Table` to a client that asks for one
-(`server.representations`; the columns are `api.tables`', those `devplace get` prints). Lists page with `limit` and
+(`server.representations`; the columns are `kubeapi.tables`', those `devplace get` prints). Lists page with `limit` and
 `continue` and honour `resourceVersion`/`resourceVersionMatch` (`server.lists` says what consistency pages have).
 Selectors are filtered by the store, so a client receives only what it asked for. A field selector may name
 `metadata.name`, `metadata.namespace` and the fields the kind declares (`api.selectors.FIELD_LABELS`); any other is
@@ -23,7 +23,7 @@ Watches are `server.watches`: `application/json;stream=watch`, bookmarks, `timeo
 A Kubernetes (JSON) watch without a resourceVersion, or from "0", starts with the current objects as ADDED events,
 as Kubernetes' does; an NDJSON watch (devplace's remote store) starts exactly after its resourceVersion, or now.
 
-Subresources: `.../{name}/status` (GET, PUT) on every kind whose model has a status (`api.subresources.has_status`)
+Subresources: `.../{name}/status` (GET, PUT) on every kind whose model has a status (`kubeapi.subresources.has_status`)
 writes only `status` (the rest of the body is ignored, as Kubernetes does), and `deployments/{name}/scale` (GET,
 PUT) reads and writes `spec.replicas` through an `autoscaling/v1` `Scale` (`kubectl scale`). Both write by
 compare-and-swap: against the body's resourceVersion when it has one (stale: 409), else against the object as read.
@@ -57,10 +57,8 @@ and a watch across every kind. The remote store backend uses them.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
@@ -68,14 +66,14 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from devplace import errors
-from devplace.api import KindInfo, lookup_plural, parse_revision, validated
-from devplace.api import kinds as registry_kinds
+from devplace.api import kinds as registered_kinds
+from devplace.api import validated
 from devplace.clocks import Clock, SystemClock
 from devplace.kubeapi import (
-    DELETE,
-    LIST,
+    DELETE_QUERY,
+    LIST_QUERY,
     SCALE_KINDS,
-    WRITE,
+    WRITE_QUERY,
     Parameter,
     has_status,
     manager_name,
@@ -90,6 +88,20 @@ from devplace.server import _statuses as http_errors
 from devplace.server import _watches as watches
 from devplace.server._bodies import decode_body
 from devplace.server._representations import Representation, negotiate
+from devplace.server._requests import (
+    Target,
+    aligned_body,
+    check_selectors,
+    delete_options,
+    dry_run,
+    field_validation,
+    prepare_write,
+    query_flag,
+    query_revision,
+    query_timeout,
+    resolve,
+    with_field_validation,
+)
 from devplace.server._watches import NDJSON, WATCH_JSON
 from devplace.store import (
     Event,
@@ -97,7 +109,6 @@ from devplace.store import (
     cas,
     key_fields,
     key_of,
-    parse_filters,
     resource_version_of,
     stamp_created,
     stamp_updated,
@@ -162,312 +173,6 @@ class StoreRevision(BaseModel):
     revision: int
 
 
-# -- pure request interpretation -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """What a resource URL addresses: a kind at one of its group/versions, a namespace scope, maybe one name.
-
-    `namespace` is None at the cluster path (for a namespaced kind: across all namespaces), the URL's namespace
-    at a namespaced path. `store_namespace` is what the store keys by ("" for cluster-scoped kinds).
-    """
-
-    info: KindInfo
-    api_version: str
-    namespace: str | None
-    name: str | None
-
-    @property
-    def store_namespace(self) -> str:
-        return (self.namespace or "") if self.info.namespaced else ""
-
-    @property
-    def list_namespace(self) -> str | None:
-        return self.namespace if self.info.namespaced else None
-
-    def describe(self) -> str:
-        ns = f"{self.namespace}/" if self.info.namespaced and self.namespace else ""
-        return f"{self.info.kind} {ns}{self.name}" if self.name else self.info.kind
-
-
-def resolve(
-    api_version: str, plural: str, namespace: str | None, name: str | None, *, creating: bool = False
-) -> Target:
-    """The Target of a resource path, or `NotFound` when the kind, its group/version or its scope rule it out."""
-    info = lookup_plural(plural)
-    if api_version not in info.group_versions:
-        raise errors.NotFound(
-            f"the server could not find the requested resource: {api_version} does not serve {plural} "
-            f"({info.kind} is served as {', '.join(info.group_versions)})"
-        )
-    if namespace is not None and not info.namespaced:
-        raise errors.NotFound(f"{info.kind} is cluster-scoped: use {collection_path(info, api_version, None)}")
-    if namespace is None and info.namespaced and (name is not None or creating):
-        where = collection_path(info, api_version, "{namespace}")
-        raise errors.NotFound(f"{info.kind} is namespaced: use {where}{'/' + name if name else ''}")
-    return Target(info, api_version, namespace, name)
-
-
-def collection_path(info: KindInfo, api_version: str, namespace: str | None) -> str:
-    root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    ns = f"/namespaces/{namespace}" if namespace is not None else ""
-    return f"{root}{ns}/{info.plural}"
-
-
-def prepare_write(
-    body: Mapping[str, Any],
-    target: Target,
-    *,
-    validation: FieldValidation = "Strict",
-    warnings: list[str] | None = None,
-) -> dict[str, Any]:
-    """The object to store for a create (target without name) or update (target with name) body.
-
-    Kind and apiVersion default from the URL when absent; the namespace defaults from the URL; a body that names
-    another kind, namespace or object than the URL is refused with the field that disagrees. `validation` is the
-    request's `fieldValidation` (module docstring); the warnings it produces are appended to `warnings`.
-    """
-    return _validated(_aligned(body, target), validation, warnings)
-
-
-def _aligned(body: Mapping[str, Any], target: Target) -> dict[str, Any]:
-    """`body` with kind, apiVersion, namespace and name from the URL where it has none; refused where it disagrees."""
-    info = target.info
-    obj = dict(body)
-    obj.setdefault("kind", info.kind)
-    obj.setdefault("apiVersion", target.api_version)
-    kind = obj["kind"]
-    if isinstance(kind, str) and kind and kind != info.kind:
-        raise errors.Invalid.field("kind", f"{kind!r} does not match the resource {info.plural!r} ({info.kind})")
-    meta = obj.get("metadata")
-    if meta is None and target.name is not None:
-        meta = {}
-    if isinstance(meta, Mapping):
-        meta = dict(meta)
-        if info.namespaced and target.namespace is not None:
-            ns = meta.get("namespace")
-            if ns in (None, ""):
-                meta["namespace"] = target.namespace
-            elif ns != target.namespace:
-                raise errors.Invalid.field(
-                    "metadata.namespace", f"{ns!r} does not match the namespace in the URL ({target.namespace!r})"
-                )
-        if target.name is not None:
-            name = meta.get("name")
-            if name in (None, ""):
-                meta["name"] = target.name
-            elif name != target.name:
-                raise errors.Invalid.field(
-                    "metadata.name", f"{name!r} does not match the name in the URL ({target.name!r})"
-                )
-        obj["metadata"] = meta
-    return obj
-
-
-FieldValidation = Literal["Strict", "Warn", "Ignore"]
-_UNKNOWN_FIELD = "Extra inputs are not permitted"  # pydantic's reason for a field a model does not declare
-_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def _validated(obj: dict[str, Any], validation: FieldValidation, warnings: list[str] | None) -> dict[str, Any]:
-    """`validated(obj)`; under Warn and Ignore, fields the kind's schema does not know are dropped first (each named
-    in `warnings` under Warn) and the rest validated as usual."""
-    for _ in range(_MAX_DROPS):
-        try:
-            return validated(obj)
-        except errors.Invalid as e:
-            unknown = [f.path for f in e.fields if f.reason == _UNKNOWN_FIELD]
-            if validation == "Strict" or not unknown:
-                raise
-            pruned = _without(obj, unknown)
-            if pruned is None:
-                raise
-            obj = pruned
-            if validation == "Warn" and warnings is not None:
-                warnings.extend(f'unknown field "{path}"' for path in unknown)
-    return validated(obj)
-
-
-_MAX_DROPS = 4  # rounds of dropping unknown fields (one round drops every field reported; nesting may need more)
-
-
-def _without(obj: dict[str, Any], paths: list[str]) -> dict[str, Any] | None:
-    """`obj` without the fields at `paths` (`spec.nodes[2].x`), copying only what changes; None when a path does
-    not lead to a field."""
-    out: Any = obj
-    for path in paths:
-        steps: list[str | int] = [m[1] if m[1] is not None else int(m[2]) for m in _PATH_STEP.finditer(path)]
-        if not steps:
-            return None
-        out = _dropped(out, steps)
-        if out is None:
-            return None
-    result: dict[str, Any] = out
-    return result
-
-
-def _dropped(node: Any, steps: list[str | int]) -> Any:
-    head, rest = steps[0], steps[1:]
-    if isinstance(head, int):
-        if not isinstance(node, list) or not 0 <= head < len(node):
-            return None
-        if not rest:
-            return None  # an unknown field is a key, never a list element
-        child = _dropped(node[head], rest)
-        return None if child is None else [*node[:head], child, *node[head + 1 :]]
-    if not isinstance(node, dict) or head not in node:
-        return None
-    if not rest:
-        return {k: v for k, v in node.items() if k != head}
-    child = _dropped(node[head], rest)
-    return None if child is None else {**node, head: child}
-
-
-@dataclass(frozen=True)
-class Preconditions:
-    resource_version: str | None = None
-    uid: str | None = None
-
-
-def delete_preconditions(body: Mapping[str, Any] | None, query_rv: str | None) -> Preconditions:
-    """A DELETE's preconditions: `DeleteOptions.preconditions` from the body, else `?resourceVersion=`."""
-    rv = query_rv or None
-    uid = None
-    if body is not None:
-        pre = body.get("preconditions")
-        if pre is not None:
-            if not isinstance(pre, Mapping):
-                raise errors.Invalid.field("preconditions", "must be an object")
-            raw_rv = pre.get("resourceVersion")
-            if raw_rv is not None:
-                if isinstance(raw_rv, bool) or not isinstance(raw_rv, str | int):
-                    raise errors.Invalid.field("preconditions.resourceVersion", "must be a string")
-                rv = str(raw_rv)
-            raw_uid = pre.get("uid")
-            if raw_uid is not None:
-                if not isinstance(raw_uid, str):
-                    raise errors.Invalid.field("preconditions.uid", "must be a string")
-                uid = raw_uid
-    if rv is not None:
-        _revision("preconditions.resourceVersion", rv)
-    return Preconditions(rv, uid)
-
-
-def _revision(field: str, raw: str) -> int:
-    """A revision from a request (query or body): the one strict parser, 422 naming `field` (`api.revisions`)."""
-    return parse_revision(field, raw)
-
-
-def _flag(field: str, raw: str | None) -> bool:
-    if raw is None:
-        return False
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes"):
-        return True
-    if value in ("", "0", "false", "no"):
-        return False
-    raise errors.Invalid.field(field, f"{raw!r} is not a boolean (true or false)")
-
-
-def dry_run(values: list[str]) -> bool:
-    """`dryRun` (query values, or a DeleteOptions body's list): `All` is a dry run, none is a write; anything
-    else is 400 naming `dryRun`, as Kubernetes answers."""
-    for value in values:
-        if value != "All":
-            raise errors.Malformed.field("dryRun", f"unsupported value {value[:40]!r} (the only one is All)")
-    return bool(values)
-
-
-def field_validation(raw: str | None) -> FieldValidation:
-    """`fieldValidation`: Strict (also when unset), Warn or Ignore; anything else is 400 naming it."""
-    if raw is None or raw == "" or raw == "Strict":
-        return "Strict"
-    if raw == "Warn":
-        return "Warn"
-    if raw == "Ignore":
-        return "Ignore"
-    raise errors.Malformed.field("fieldValidation", f"unsupported value {raw[:40]!r} (one of Strict, Warn, Ignore)")
-
-
-PropagationPolicy = Literal["Orphan", "Background", "Foreground"]
-_POLICIES: tuple[PropagationPolicy, ...] = ("Orphan", "Background", "Foreground")
-
-
-@dataclass(frozen=True)
-class DeleteOptions:
-    """A DELETE's options (module docstring): only `preconditions` and `dry_run` change what happens."""
-
-    preconditions: Preconditions = Preconditions()
-    dry_run: bool = False
-    grace_period_seconds: int | None = None
-    propagation_policy: PropagationPolicy | None = None
-
-
-def _grace(raw: Any) -> int | None:
-    if raw is None or raw == "":
-        return None
-    if isinstance(raw, str) and raw.isascii() and raw.isdigit() and len(raw) <= 18:
-        return int(raw)
-    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < 10**18:
-        return raw
-    raise errors.Invalid.field("gracePeriodSeconds", f"{str(raw)[:40]!r} is not a non-negative whole number")
-
-
-def delete_options(body: Mapping[str, Any] | None, query: Mapping[str, str], query_dry_run: list[str]) -> DeleteOptions:
-    """`DeleteOptions` from the body, its missing fields from the query string; checked as Kubernetes checks them."""
-    body = body or {}
-    kind = body.get("kind")
-    if kind not in (None, "DeleteOptions"):
-        raise errors.Invalid.field("kind", f"a DELETE body is a DeleteOptions, not {str(kind)[:40]!r}")
-    pre = delete_preconditions(body, query.get("resourceVersion"))
-    raw_dry = body.get("dryRun")
-    if raw_dry is None:
-        dry = dry_run(query_dry_run)
-    elif isinstance(raw_dry, list) and all(isinstance(v, str) for v in raw_dry):
-        dry = dry_run(raw_dry)
-    else:
-        raise errors.Malformed.field("dryRun", "must be a list of strings")
-    grace = _grace(body.get("gracePeriodSeconds", query.get("gracePeriodSeconds")))
-    raw_policy = body.get("propagationPolicy", query.get("propagationPolicy")) or None
-    if raw_policy is not None and raw_policy not in _POLICIES:
-        raise errors.Invalid.field(
-            "propagationPolicy", f"unsupported value {str(raw_policy)[:40]!r} (one of {', '.join(_POLICIES)})"
-        )
-    policy: PropagationPolicy | None = raw_policy
-    orphan = body.get("orphanDependents", query.get("orphanDependents"))
-    if orphan is not None and orphan != "":
-        if isinstance(orphan, str):
-            orphan = _flag("orphanDependents", orphan)
-        if not isinstance(orphan, bool):
-            raise errors.Invalid.field("orphanDependents", "must be a boolean")
-        if policy is not None:
-            raise errors.Invalid.field("propagationPolicy", "orphanDependents and propagationPolicy cannot both be set")
-        policy = "Orphan" if orphan else "Background"
-    return DeleteOptions(pre, dry, grace, policy)
-
-
-def _timeout(raw: str | None) -> float | None:
-    if raw is None or raw == "":
-        return None
-    if not (raw.isascii() and raw.isdigit()):
-        raise errors.Invalid.field("timeoutSeconds", f"{raw!r} is not a whole, non-negative number of seconds")
-    value = int(raw)
-    return float(value) if value else None
-
-
-def check_selectors(kind: str | None, namespace: str | None, query: Mapping[str, str]) -> None:
-    """Refuse a list or watch request's bad `labelSelector` (422) or `fieldSelector` before the store is asked.
-
-    A field selector naming a field the kind does not support is a 400 `BadRequest` (Kubernetes' answer, "field
-    label not supported"), with the cause naming `fieldSelector`."""
-    parse_filters(kind, namespace, query.get("labelSelector") or None, None)
-    try:
-        parse_filters(kind, namespace, None, query.get("fieldSelector") or None)
-    except errors.Invalid as e:
-        raise errors.Malformed(e.message, e.fields) from e
-
-
 # -- routes -------------------------------------------------------------------------------------------------------
 
 
@@ -495,9 +200,9 @@ def _path_param(name: str, description: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}, "description": description}
 
 
-_LIST_QUERY = [p.openapi3() for p in LIST]
-_WRITE_QUERY = [p.openapi3() for p in WRITE]
-_DELETE_QUERY = [p.openapi3() for p in DELETE]
+_LIST_OPENAPI = [p.openapi3() for p in LIST_QUERY]
+_WRITE_OPENAPI = [p.openapi3() for p in WRITE_QUERY]
+_DELETE_OPENAPI = [p.openapi3() for p in DELETE_QUERY]
 
 
 def _not_acceptable(accept: str | None) -> Response:
@@ -527,7 +232,7 @@ def _expected_version(body: Mapping[str, Any]) -> str | None:
     raw = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
     if raw is None or raw == "":
         return None
-    return str(_revision("metadata.resourceVersion", str(raw)))
+    return str(query_revision("metadata.resourceVersion", str(raw)))
 
 
 class _Routes:
@@ -558,7 +263,7 @@ class _Routes:
         shown = negotiate(request.headers.get("accept"), query.get("includeObject"))
         if shown is None:
             return _not_acceptable(request.headers.get("accept"))
-        if _flag("watch", query.get("watch")):
+        if query_flag("watch", query.get("watch")):
             return await self._watch(request, kind, namespace, target, shown)
         options = lists.list_options(query)
         result = await self.store.list(kind, namespace, selector, fields=fields)
@@ -595,9 +300,9 @@ class _Routes:
         starts exactly after the given revision, or now."""
         query = request.query_params
         rv = query.get("resourceVersion")
-        since = _revision("resourceVersion", rv) if rv else None
-        timeout = _timeout(query.get("timeoutSeconds"))
-        if _flag("sendInitialEvents", query.get("sendInitialEvents")):
+        since = query_revision("resourceVersion", rv) if rv else None
+        timeout = query_timeout(query.get("timeoutSeconds"))
+        if query_flag("sendInitialEvents", query.get("sendInitialEvents")):
             raise errors.Invalid.field("sendInitialEvents", "is not supported: list, then watch from the list")
         media_type = watches.watch_media_type(request.headers.get("accept"), store_protocol=target is None)
         selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
@@ -615,7 +320,7 @@ class _Routes:
                 return shown.item_body(table_kind, obj, self.clock.now(), definitions=first)
 
         bookmarks = None
-        if _flag("allowWatchBookmarks", query.get("allowWatchBookmarks")) and target is not None:
+        if query_flag("allowWatchBookmarks", query.get("allowWatchBookmarks")) and target is not None:
             api_version = target.api_version
             bookmarks = watches.Bookmarks(target.info.kind, api_version, self.bookmark_interval, self.clock)
         return await watches.watch_response(
@@ -665,7 +370,7 @@ class _Routes:
         validation = field_validation(query.get("fieldValidation"))
         obj = prepare_write(await self._body(request), target, validation=validation, warnings=warnings)
         manager = manager_name(query.get("fieldManager"), request.headers.get("user-agent"))
-        try:  # managedFields: what this update changed is now the manager's (api.managedfields)
+        try:  # managedFields: what this update changed is now the manager's (kubeapi.managedfields)
             old = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
         except errors.NotFound:
             old = None
@@ -725,7 +430,7 @@ class _Routes:
     async def status_put(self, request: Request) -> Response:
         """Replace `status` only (module docstring), by compare-and-swap."""
         target = self._subresource_target(request, "status")
-        incoming = _aligned(await self._body(request), target)
+        incoming = aligned_body(await self._body(request), target)
         expected = _expected_version(incoming)
         validation = field_validation(request.query_params.get("fieldValidation"))
         warnings: list[str] = []
@@ -733,7 +438,7 @@ class _Routes:
 
         def decide(current: dict[str, Any]) -> dict[str, Any]:
             _check_resource_version(target, expected, current)
-            new = record(current, _validated(with_status(current, incoming), validation, warnings))
+            new = record(current, with_field_validation(with_status(current, incoming), validation, warnings))
             admit_update(current, new)
             return new
 
@@ -765,7 +470,7 @@ class _Routes:
         self, request: Request, target: Target, subresource: str
     ) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]:
         """`(old, new) -> new` with the managedFields a write through `subresource` by this request's manager
-        leaves (`api.managedfields`)."""
+        leaves (`kubeapi.managedfields`)."""
         manager = manager_name(request.query_params.get("fieldManager"), request.headers.get("user-agent"))
 
         def record(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -813,7 +518,7 @@ class _Routes:
 
 def _group_versions() -> list[str]:
     seen: dict[str, None] = {}
-    for info in registry_kinds():
+    for info in registered_kinds():
         for gv in info.group_versions:
             seen.setdefault(gv, None)
     return sorted(seen)
@@ -821,7 +526,7 @@ def _group_versions() -> list[str]:
 
 def _param_sets() -> dict[str, list[dict[str, Any]]]:
     """Path parameters of the two roots, with the registry's groups, versions and plurals as enums (docs only)."""
-    kinds = registry_kinds()
+    kinds = registered_kinds()
     group_versions = _group_versions()
     groups = sorted({gv.split("/", 1)[0] for gv in group_versions if "/" in gv})
     versions = sorted({gv.split("/", 1)[1] for gv in group_versions if "/" in gv})
@@ -863,7 +568,7 @@ def _subresource_routes(
             summary=summary,
             tags=[tag],
             responses={200: status_body, **_ERRORS},
-            openapi_extra={"parameters": [*item_params, *(_WRITE_QUERY if verb == "PUT" else [])]}
+            openapi_extra={"parameters": [*item_params, *(_WRITE_OPENAPI if verb == "PUT" else [])]}
             | (_OBJECT_BODY if verb == "PUT" else {}),
         )
     scale_body = {"description": "an autoscaling/v1 Scale"}
@@ -879,7 +584,7 @@ def _subresource_routes(
             summary=summary,
             tags=[tag],
             responses={200: scale_body, **_ERRORS},
-            openapi_extra={"parameters": [*item_params, *([_WRITE_QUERY[0]] if verb == "PUT" else [])]},
+            openapi_extra={"parameters": [*item_params, *([_WRITE_OPENAPI[0]] if verb == "PUT" else [])]},
         )
 
 
@@ -927,7 +632,7 @@ def router(
                     },
                     **_ERRORS,
                 },
-                openapi_extra={"parameters": [*path_params, *_LIST_QUERY]},
+                openapi_extra={"parameters": [*path_params, *_LIST_OPENAPI]},
             )
             api.add_api_route(
                 path,
@@ -938,7 +643,7 @@ def router(
                 tags=[tag],
                 status_code=201,
                 responses={201: {"model": KubeObject, "description": "the stored object"}, **_ERRORS},
-                openapi_extra={"parameters": [*path_params, *_WRITE_QUERY], **_OBJECT_BODY},
+                openapi_extra={"parameters": [*path_params, *_WRITE_OPENAPI], **_OBJECT_BODY},
             )
             item = f"{path}/{{name}}"
             item_params = [*path_params, name]
@@ -950,7 +655,9 @@ def router(
                 summary="Read an object",
                 tags=[tag],
                 responses={200: {"model": KubeObject, "description": "the object, or a Table on request"}, **_ERRORS},
-                openapi_extra={"parameters": [*item_params, *[p for p in _LIST_QUERY if p["name"] == "includeObject"]]},
+                openapi_extra={
+                    "parameters": [*item_params, *[p for p in _LIST_OPENAPI if p["name"] == "includeObject"]]
+                },
             )
             api.add_api_route(
                 item,
@@ -960,7 +667,7 @@ def router(
                 summary="Replace an object (compare-and-swap on metadata.resourceVersion)",
                 tags=[tag],
                 responses={200: {"model": KubeObject, "description": "the stored object"}, **_ERRORS},
-                openapi_extra={"parameters": [*item_params, *_WRITE_QUERY], **_OBJECT_BODY},
+                openapi_extra={"parameters": [*item_params, *_WRITE_OPENAPI], **_OBJECT_BODY},
             )
             api.add_api_route(
                 item,
@@ -970,7 +677,7 @@ def router(
                 summary="Delete an object (optionally only at a given resourceVersion)",
                 tags=[tag],
                 responses={200: {"model": KubeObject, "description": "the object as last stored"}, **_ERRORS},
-                openapi_extra={"parameters": [*item_params, *_DELETE_QUERY]},
+                openapi_extra={"parameters": [*item_params, *_DELETE_OPENAPI]},
             )
             _subresource_routes(api, routes, item, item_params, op, tag)
 
@@ -1017,7 +724,7 @@ def router(
             "parameters": [
                 Parameter("kind", "string", "only this kind", None).openapi3(),
                 Parameter("namespace", "string", 'only this namespace ("" for cluster-scoped)', None).openapi3(),
-                *[p for p in _LIST_QUERY if p["name"] != "watch"],
+                *[p for p in _LIST_OPENAPI if p["name"] != "watch"],
             ]
         },
     )
