@@ -1,6 +1,6 @@
 """The API server under hostile input: a fuzz run, the YAML alias bomb, and memory under large objects.
 
-Three figures, in one run:
+The figures, in one run:
 
 - `fuzz`: hypothesis-generated requests (bodies: JSON and YAML, nested, odd unicode, duplicate keys, aliases, bytes;
   headers: content types and accepts real and made up; query strings: selectors, resourceVersion, watch,
@@ -16,6 +16,18 @@ Three figures, in one run:
 - `memory`: a `devplace server` child process per backend (memory, sqlite): RSS before, after `UPDATES` updates of a
   ConfigMap of `BIG_BYTES` (under the store's 1.5 MiB object limit), after deleting it, and the sqlite files'
   growth; and what a 2 MB ConfigMap gets (over the object limit: 413).
+- `big_list`: `BIG_LIST_OBJECTS` ConfigMaps of `BIG_BYTES` (84 MB of JSON) on a probed server, then one list (paged
+  as kubectl pages: following `continue`), three such lists at once, a Table list (kubectl's Accept) and a watch start
+  without resourceVersion (an ADDED event per object, read until the last): for each, the server's worst loop hold
+  and lag while it ran, and what the client read (`pages`: responses; `bytes`; `objects`: items, rows or events).
+- `slowloris`: `SLOWLORIS["connections"]` slow clients, half trickling their request headers, half their bodies (a
+  byte every `TRICKLE_EVERY` s, within the idle bound: only the total bounds end them), against two probed servers:
+  uvicorn's own h11 protocol (`uvicorn`) and devplace's (`guarded`, `server.connections`, with `SLOW_LIMITS`). For
+  each, the server's open file descriptors (`/proc/<pid>/fd`) and the connections the clients still hold before,
+  while all are open, and after the bounds have passed, and how many bodies were answered 408; a third server caps
+  connections per address (`per_client`: refused and held of `connections` opened at once); and simple GETs
+  (keep-alive, `GET_CONNECTIONS` connections at once) on both protocols, rounds interleaved: requests a second and
+  the server's CPU time per request (the protocol's cost, whatever else the machine runs).
 
 Nothing here asserts a time; tests/test_bench.py checks the quick run counted what it reports.
 """
@@ -25,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import gc
 import itertools
 import json
@@ -47,6 +60,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from devplace.server import ConnectionLimits
 from devplace.server._app import create_app, running
 from devplace.store import MemoryStore
 
@@ -55,6 +69,7 @@ __all__ = [
     "LoopLag",
     "ProbedServer",
     "alias_bomb",
+    "big_list",
     "bodies",
     "nested",
     "parse_first_response",
@@ -127,9 +142,11 @@ class ProbedServer:
     """`create_app` over a fresh MemoryStore, served by uvicorn on 127.0.0.1 in a child process with a `LoopLag`
     probe in its event loop (`python -m bench.hostile --serve`). A child of its own, so what the client does (the
     fuzzer's generation, its imports, its garbage collections: all hold this process's GIL) never shows as the
-    server's lag. The child reports the probe at `GET /_probe/lag` and resets it on `DELETE`; it is stopped by PID."""
+    server's lag. The child reports the probe at `GET /_probe/lag` and resets it on `DELETE`; it is stopped by PID.
+    `connections`: the child's connection limits (None: uvicorn's own protocol, unbounded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, connections: ConnectionLimits | None = ConnectionLimits()) -> None:
+        self.connections = connections
         self.url = ""
         self.pid = 0
         self._proc: subprocess.Popen[str] | None = None
@@ -139,7 +156,11 @@ class ProbedServer:
         root = Path(__file__).resolve().parent.parent
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.hostile", "--serve"], cwd=root, env=env, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-m", "bench.hostile", "--serve", _limits_argument(self.connections)],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self._proc.stdout is not None
         self.url = self._proc.stdout.readline().strip()
@@ -175,7 +196,11 @@ class ProbedServer:
 PROBE_PATH = "/_probe/lag"
 
 
-async def _serve_probed() -> None:
+def _limits_argument(connections: ConnectionLimits | None) -> str:
+    return json.dumps(None if connections is None else dataclasses.asdict(connections))
+
+
+async def _serve_probed(connections: ConnectionLimits | None = ConnectionLimits()) -> None:
     """The child of `ProbedServer`: prints its URL, then serves until terminated."""
     store = MemoryStore()
     lag = LoopLag()
@@ -191,7 +216,7 @@ async def _serve_probed() -> None:
     app.add_api_route(PROBE_PATH, reset_lag, methods=["DELETE"])
     gc.callbacks.append(lag.on_gc)
     probe = asyncio.create_task(lag.run())
-    async with running(app, shutdown_timeout=0) as url:
+    async with running(app, shutdown_timeout=0, connections=connections) as url:
         print(url, flush=True)
         await asyncio.Event().wait()  # until SIGTERM ends the process
     probe.cancel()
@@ -710,6 +735,285 @@ def _disk(db: Path | None) -> int:
     return sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
 
 
+# -- big lists -------------------------------------------------------------------------------------------------------
+
+BIG_LIST_OBJECTS = 60  # ConfigMaps of BIG_BYTES each: 84 MB of JSON in all
+QUICK_BIG_LIST = {"objects": 6, "bytes": BIG_BYTES}  # few objects, but big: the lists still come in several pages
+TABLE_ACCEPT = "application/json;as=Table;g=meta.k8s.io;v=v1"
+_BIG_PATH = "/api/v1/namespaces/default/configmaps"
+
+
+def _list_all(base_url: str, accept: str | None = None) -> dict[str, int]:
+    """Page through the ConfigMaps as kubectl does (following `continue`): pages, bytes and objects (or rows) read."""
+    read = {"pages": 0, "bytes": 0, "objects": 0}
+    headers = {"accept": accept} if accept else {}
+    with httpx2.Client(base_url=base_url, timeout=300, headers=headers) as client:
+        token = ""
+        while True:
+            response = client.get(_BIG_PATH, params={"continue": token} if token else {})
+            response.raise_for_status()
+            body = response.json()
+            read["pages"] += 1
+            read["bytes"] += len(response.content)
+            read["objects"] += len(body.get("rows" if accept == TABLE_ACCEPT else "items") or [])
+            token = str(body["metadata"].get("continue") or "")
+            if not token:
+                return read
+
+
+def _lists_at_once(base_url: str, count: int) -> dict[str, int]:
+    """`count` clients paging through the list at the same time (threads); what they read, summed."""
+    results: list[dict[str, int]] = []
+
+    def one() -> None:
+        results.append(_list_all(base_url))
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if len(results) != count:
+        raise RuntimeError(f"{count - len(results)} of the {count} lists failed")
+    return {name: sum(r[name] for r in results) for name in ("pages", "bytes", "objects")}
+
+
+def _watch_start(base_url: str, objects: int) -> dict[str, int]:
+    """A Kubernetes watch without a resourceVersion: the ADDED event of every object, read until the last one."""
+    read = {"pages": 1, "bytes": 0, "objects": 0}
+    params = {"watch": "1", "timeoutSeconds": "120"}
+    with (
+        httpx2.Client(base_url=base_url, timeout=300) as client,
+        client.stream("GET", _BIG_PATH, params=params, headers={"accept": "application/json"}) as response,
+    ):
+        response.raise_for_status()
+        for line in response.iter_lines():
+            read["bytes"] += len(line) + 1
+            if json.loads(line)["type"] == "ADDED":
+                read["objects"] += 1
+            if read["objects"] == objects:
+                return read
+    raise RuntimeError(f"the watch ended after {read['objects']} of {objects} ADDED events")
+
+
+def big_list(objects: int = BIG_LIST_OBJECTS, size: int = BIG_BYTES) -> dict[str, Any]:
+    """`objects` ConfigMaps of `size` bytes on a probed server, then: one list, three lists at once, a Table list
+    (kubectl's), a watch start without resourceVersion (an ADDED event per object). For each, the server's worst
+    loop hold and lag while it ran (`LoopLag`) and what the client read (pages, bytes, objects or rows)."""
+    with ProbedServer() as server, httpx2.Client(base_url=server.url, timeout=300) as client:
+        for i in range(objects):
+            obj = _config_map(size, i)
+            obj["metadata"]["name"] = f"big-{i:03d}"
+            client.post(_BIG_PATH, json=obj).raise_for_status()
+        figures: dict[str, Any] = {"objects": objects, "object_bytes": len(json.dumps(_config_map(size, 0)))}
+        for name, read in (
+            ("one_list", lambda: _list_all(server.url)),
+            ("three_lists", lambda: _lists_at_once(server.url, 3)),
+            ("table_list", lambda: _list_all(server.url, TABLE_ACCEPT)),
+            ("watch_start", lambda: _watch_start(server.url, objects)),
+        ):
+            server.reset_lag()
+            time.sleep(3 * LAG_PERIOD)  # the probe's tick under way at the reset is not counted: let a new one begin
+            started = time.perf_counter()
+            got = read()
+            elapsed = time.perf_counter() - started
+            lag = server.lag()
+            figures[name] = {
+                **got,
+                "seconds": round(elapsed, 2),
+                "loop_held_max_ms": lag["worst_held_ms"],
+                "loop_lag_max_ms": lag["worst_ms"],
+                "loop_lag_ticks": lag["ticks"],
+            }
+        figures["loop_held_max_ms"] = max(
+            figures[name]["loop_held_max_ms"] for name in ("one_list", "three_lists", "table_list", "watch_start")
+        )
+        return figures
+
+
+# -- slowloris -------------------------------------------------------------------------------------------------------
+
+SLOWLORIS = {"connections": 1500, "cap": 256, "gets": 20_000}
+QUICK_SLOWLORIS = {"connections": 20, "cap": 5, "gets": 400}
+SLOW_LIMITS = ConnectionLimits(header_timeout=1.0, body_idle_timeout=1.0, body_timeout=2.0, per_client=1_000_000)
+TRICKLE_EVERY = 0.25  # seconds between a slow client's bytes
+SETTLE = 1.0  # seconds past the bounds before the "after" figures
+GET_CONNECTIONS, GET_ROUNDS = 4, 3
+_GET = b"GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n"
+_GOT = b"\r\n\r\nok"
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+async def _until_closed(reader: asyncio.StreamReader) -> bytes:
+    """What the server sends until it ends the connection (EOF or reset)."""
+    received = b""
+    with contextlib.suppress(ConnectionError):
+        while chunk := await reader.read(1 << 16):
+            received += chunk
+    return received
+
+
+class _SlowClient:
+    """One connection trickling its request's headers (`body=False`) or its body, a byte every `TRICKLE_EVERY` s,
+    until the server ends it or `stop` is set."""
+
+    def __init__(self, port: int, body: bool) -> None:
+        self.port = port
+        self.body = body
+        self.ended: asyncio.Future[bytes] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.ended is not None and not self.ended.done()
+
+    @property
+    def answered_408(self) -> bool:
+        return self.ended is not None and self.ended.done() and self.ended.result().startswith(b"HTTP/1.1 408")
+
+    async def run(self, opened: asyncio.Event, stop: asyncio.Event) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        if self.body:
+            head = b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: bench\r\nContent-Length: 1000000\r\n"
+            writer.write(head + b"Content-Type: application/json\r\n\r\n{")
+        else:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: bench\r\nX-Slow: ")
+        self.ended = asyncio.ensure_future(_until_closed(reader))
+        stopping = asyncio.ensure_future(stop.wait())
+        opened.set()
+        try:
+            while not self.ended.done() and not stop.is_set():
+                await asyncio.wait({self.ended, stopping}, timeout=TRICKLE_EVERY)
+                if not self.ended.done() and not stop.is_set():
+                    writer.write(b" ")
+        finally:
+            stopping.cancel()
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await self.ended
+
+
+async def _slow_clients(url: str, pid: int, count: int, limits: ConnectionLimits) -> dict[str, Any]:
+    """`count` slow clients (half headers, half bodies) against the server at `url`: fds and held connections before,
+    while all are open, and `SETTLE` s past the longest bound; bodies answered 408."""
+    fds_before = _open_fds(pid)
+    stop = asyncio.Event()
+    clients = [_SlowClient(_port(url), body=i % 2 == 1) for i in range(count)]
+    opened = [asyncio.Event() for _ in clients]
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(c.run(o, stop)) for c, o in zip(clients, opened, strict=True)]
+    await asyncio.gather(*(o.wait() for o in opened))
+    open_seconds = time.perf_counter() - started
+    await asyncio.sleep(TRICKLE_EVERY)  # the server has accepted them all (within every bound: SLOW_LIMITS)
+    during = {"fds_during": _open_fds(pid), "held_during": sum(c.held for c in clients)}
+    bounds = [b for b in (limits.header_timeout, limits.body_idle_timeout, limits.body_timeout) if b is not None]
+    await asyncio.sleep(max(bounds, default=0.0) + SETTLE - (time.perf_counter() - started))
+    after = {"fds_after": _open_fds(pid), "held_after": sum(c.held for c in clients)}
+    stop.set()
+    await asyncio.gather(*tasks)
+    return {
+        "fds_before": fds_before,
+        **during,
+        **after,
+        "answered_408": sum(c.answered_408 for c in clients),
+        "seconds_to_open_all": round(open_seconds, 2),
+    }
+
+
+async def _capped(url: str, pid: int, count: int, cap: int) -> dict[str, Any]:
+    """`count` connections opened at once that send nothing, to a server that takes `cap` of them from one address:
+    how many it reset, how many it holds."""
+    opened = [await asyncio.open_connection("127.0.0.1", _port(url)) for _ in range(count)]
+    ended = [asyncio.ensure_future(_until_closed(reader)) for reader, _ in opened]
+    for _ in range(1000):  # until every one over the cap has been reset (a bound only)
+        await asyncio.sleep(0.01)
+        if sum(e.done() for e in ended) >= count - cap:
+            break
+    await asyncio.sleep(0.1)  # and any further reset would have arrived
+    figures = {"opened": count, "refused": sum(e.done() for e in ended), "held": sum(not e.done() for e in ended)}
+    figures["fds_during"] = _open_fds(pid)
+    for _, writer in opened:
+        writer.close()
+    await asyncio.gather(*ended)
+    return figures
+
+
+async def _gets(url: str, count: int) -> int:
+    """`count` GET /healthz over `GET_CONNECTIONS` kept-alive connections at once; the answers read."""
+    answered = 0
+
+    async def one_connection(n: int) -> None:
+        nonlocal answered
+        reader, writer = await asyncio.open_connection("127.0.0.1", _port(url))
+        try:
+            for _ in range(n):
+                writer.write(_GET)
+                await reader.readuntil(_GOT)
+                answered += 1
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(one_connection(count // GET_CONNECTIONS) for _ in range(GET_CONNECTIONS)))
+    return answered
+
+
+def _get_figures(servers: dict[str, ProbedServer], count: int) -> dict[str, Any]:
+    """Simple GETs on each server, `GET_ROUNDS` rounds interleaved (the machine's other load falls on both alike):
+    the median round's requests a second and server CPU microseconds a request."""
+    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in servers}
+    for _ in range(GET_ROUNDS):
+        for name, server in servers.items():
+            cpu, started = _cpu_seconds(server.pid), time.perf_counter()
+            answered = asyncio.run(_gets(server.url, count))
+            elapsed, used = time.perf_counter() - started, _cpu_seconds(server.pid) - cpu
+            rounds[name].append((answered / elapsed, used / answered * 1e6))
+    figures: dict[str, Any] = {}
+    for name, measured in rounds.items():
+        figures[name] = {
+            "gets": count // GET_CONNECTIONS * GET_CONNECTIONS,
+            "rps": round(sorted(r for r, _ in measured)[len(measured) // 2]),
+            "cpu_us_per_get": round(sorted(c for _, c in measured)[len(measured) // 2], 1),
+        }
+    return figures
+
+
+def slowloris(connections: int, cap: int, gets: int) -> dict[str, Any]:
+    """The `slowloris` figure (module docstring)."""
+    capped = ConnectionLimits(header_timeout=60.0, per_client=cap)
+    with ProbedServer(None) as plain, ProbedServer(SLOW_LIMITS) as guarded, ProbedServer(capped) as limited:
+        servers = {"uvicorn": plain, "guarded": guarded}
+        figures: dict[str, Any] = {
+            "connections": connections,
+            "limits": dataclasses.asdict(SLOW_LIMITS),
+            "trickle_every_s": TRICKLE_EVERY,
+        }
+        for name, server in servers.items():
+            limits = SLOW_LIMITS if name == "guarded" else ConnectionLimits.unlimited()
+            figures[name] = asyncio.run(_slow_clients(server.url, server.pid, connections, limits))
+        figures["per_client"] = {"cap": cap, **asyncio.run(_capped(limited.url, limited.pid, connections, cap))}
+        figures["gets"] = _get_figures(servers, gets)
+    get = figures["gets"]
+    figures["ratios"] = {
+        "guarded_over_uvicorn_cpu_per_get": round(
+            get["guarded"]["cpu_us_per_get"] / get["uvicorn"]["cpu_us_per_get"], 3
+        ),
+        "guarded_over_uvicorn_rps": round(get["guarded"]["rps"] / get["uvicorn"]["rps"], 3),
+    }
+    return figures
+
+
 def run(quick: bool = False, *, fuzz_examples: int | None = None, fuzz_seconds: float | None = None) -> dict[str, Any]:
     sizes = QUICK if quick else {"fuzz_examples": FUZZ_EXAMPLES, "fuzz_seconds": FUZZ_SECONDS}
     examples = fuzz_examples or int(sizes["fuzz_examples"])
@@ -726,12 +1030,15 @@ def run(quick: bool = False, *, fuzz_examples: int | None = None, fuzz_seconds: 
         "fuzz": run_fuzz(examples, seconds),
         "alias_bomb": _bomb(alias_bomb(8, 9)),
         "memory": memory,
+        "big_list": big_list(QUICK_BIG_LIST["objects"], QUICK_BIG_LIST["bytes"]) if quick else big_list(),
+        "slowloris": slowloris(**(QUICK_SLOWLORIS if quick else SLOWLORIS)),
         "cpus": os.cpu_count(),
     }
 
 
 if __name__ == "__main__":
     if "--serve" in sys.argv:
-        asyncio.run(_serve_probed())
+        limits = json.loads(sys.argv[sys.argv.index("--serve") + 1]) if len(sys.argv) > 2 else {}
+        asyncio.run(_serve_probed(None if limits is None else ConnectionLimits(**limits)))
     else:
         print(json.dumps(run(quick="--quick" in sys.argv), indent=2))

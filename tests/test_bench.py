@@ -114,6 +114,26 @@ def test_the_hostile_bench_counts_what_it_sent_and_what_the_bomb_and_big_objects
         assert memory["update_codes"] == {"200": memory["updates"]}
         assert memory["two_mb_object_code"] == 413  # over the store's 1.5 MiB object limit
     assert "sqlite_growth_mib" in result["memory"]["sqlite"]
+    slow = result["slowloris"]
+    assert slow["uvicorn"]["held_after"] == slow["connections"]  # uvicorn alone lets every slow client stay
+    assert 0 <= slow["guarded"]["held_after"] <= slow["guarded"]["held_during"] <= slow["connections"]
+    assert 0 <= slow["guarded"]["answered_408"] <= slow["connections"] // 2  # the body tricklers, at most
+    capped = slow["per_client"]
+    assert (capped["held"], capped["refused"]) == (capped["cap"], capped["opened"] - capped["cap"])
+    gets = slow["gets"]
+    assert gets["uvicorn"]["gets"] == gets["guarded"]["gets"] > 0
+    assert slow["ratios"]["guarded_over_uvicorn_rps"] == round(gets["guarded"]["rps"] / gets["uvicorn"]["rps"], 3)
+    big = result["big_list"]
+    one, three, table, watch = (big[name] for name in ("one_list", "three_lists", "table_list", "watch_start"))
+    assert one["objects"] == table["objects"] == watch["objects"] == big["objects"] > 0
+    assert one["pages"] == table["pages"] > 1  # paged by bytes: a few big objects a page
+    assert (three["objects"], three["pages"], three["bytes"]) == (
+        3 * one["objects"],
+        3 * one["pages"],
+        3 * one["bytes"],
+    )
+    assert min(one["bytes"], watch["bytes"]) > big["objects"] * big["object_bytes"]  # each read carried every object
+    assert big["loop_held_max_ms"] == max(f["loop_held_max_ms"] for f in (one, three, table, watch))
 
 
 def test_the_distributed_bench_allocates_through_both_stores_and_audits_every_claim_of_its_load() -> None:

@@ -224,6 +224,7 @@ FACES: dict[str, list[str]] = {
     ],
     "server": [
         "Auth",
+        "ConnectionLimits",
         "DEFAULT_MAX_BODY_BYTES",
         "DEFAULT_MAX_WATCHES",
         "DEFAULT_STALL_TIMEOUT",
@@ -248,6 +249,8 @@ FACES: dict[str, list[str]] = {
         "DELETE",
         "Decide",
         "Delete",
+        "EncodedObject",
+        "EncodedPage",
         "EtcdStore",
         "Event",
         "EventType",
@@ -316,7 +319,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 245
+    assert promised == 248
 
 
 def test_every_module_inside_a_package_is_private() -> None:

@@ -135,7 +135,7 @@ def test_an_instance_following_the_slot_rules_is_accepted(usage: dict[str, str] 
         ({"cam-8120fe-0": "", "cam-8120fe-1024": "node-a"}, 1, "cam-8120fe-1024", "not a slot of cam-8120fe"),
         ({"cam-8120fe-0": "", "cam-8120fe-1": ""}, 1, "cam-8120fe-1", "free, and beyond capacity 1"),
         ({"cam-8120fe-0": ""}, 3, "cam-8120fe-1", "missing (and 1 more): an Instance of capacity 3 has the slots"),
-        ({"cam-8120fe-0": 5}, 1, "cam-8120fe-0", "Input should be a valid string"),
+        ({"cam-8120fe-0": 5}, 1, "cam-8120fe-0", "must be a string, not number 5"),
     ],
 )
 def test_an_instance_breaking_a_slot_rule_is_invalid_naming_the_slot(

@@ -118,7 +118,12 @@ def test_a_list_document_is_flattened_into_its_items() -> None:
             "kind": "List",
             "items": [
                 {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a"}},
-                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "edge"}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": "edge"},
+                    "spec": {"containers": [{"name": "main", "image": "x"}]},
+                },
             ],
         }
     )

@@ -167,7 +167,8 @@ def test_scopes_follow_the_design() -> None:
 
 
 def _pod(**meta: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", **meta}, "spec": {"containers": []}}
+    spec = {"containers": [{"name": "web", "image": "nginx"}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", **meta}, "spec": spec}
 
 
 def test_normalize_defaults_the_namespace_of_namespaced_kinds() -> None:

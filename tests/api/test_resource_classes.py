@@ -137,7 +137,7 @@ def test_a_class_name_must_be_a_dns_subdomain() -> None:
     ("status", "path", "reason"),
     [
         ({"allocatable": "many"}, "status.allocatable", "'many' is not a quantity"),
-        ({"requested": 3}, "status.requested", "Input should be a valid string"),
+        ({"requested": 3}, "status.requested", "must be a string, not number 3"),
         ({"free": "1"}, "status.free", "Extra inputs are not permitted"),
     ],
 )

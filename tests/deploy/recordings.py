@@ -19,7 +19,7 @@ from typing import Any
 from devplace import errors
 from devplace.api import _registry as registry
 from devplace.kubeapi import _subresources as subresources
-from devplace.store._base import ObjectList, Store, WatchStream
+from devplace.store._base import EncodedPage, ObjectList, Store, WatchStream
 
 __all__ = ["Recording", "Request"]
 
@@ -93,6 +93,22 @@ class Recording:
     ) -> ObjectList:
         self._note(self._part(), "list", kind)
         return await self.inner.list(kind, namespace, selector, fields=fields)
+
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> EncodedPage:
+        self._note(self._part(), "list", kind)
+        return await self.inner.list_page(
+            kind, namespace, selector, fields=fields, after=after, limit=limit, max_bytes=max_bytes
+        )
 
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         part = self._part()

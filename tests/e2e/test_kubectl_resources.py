@@ -12,6 +12,7 @@ downloads the server's OpenAPI).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -198,6 +199,33 @@ def test_chunked_get_pages_five_objects_by_two(kubectl: Kubectl) -> None:
     assert len(requests) == 3
     assert sum("continue=" in line for line in requests) == 2
     assert [r[0] for r in rows(done.stdout)[1:]] == [f"cam-{i}" for i in range(5)]
+
+
+def test_get_of_big_objects_follows_the_pages_the_servers_byte_bound_cuts(kubectl: Kubectl) -> None:
+    """Ten ConfigMaps of 1 MB: the server pages by bytes (4 MiB: four objects a page) as well as by count, and
+    kubectl, asking for 500 a page, follows `continue` to get them all, as a Table and as JSON."""
+    ns = "big"
+    documents = [
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"big-{i}"},
+                "data": {"blob": str(i) * 1_000_000},
+            }
+        )
+        for i in range(10)
+    ]
+    kubectl("create", "-n", ns, "-f", "-", stdin="---\n".join(documents))
+    done = kubectl("get", "configmaps", "-n", ns, "-v=6")
+    requests = [line for line in done.stderr.splitlines() if "GET" in line and "/configmaps?" in line]
+    assert len(requests) == 3
+    assert sum("continue=" in line for line in requests) == 2
+    assert [r[0] for r in rows(done.stdout)[1:]] == [f"big-{i}" for i in range(10)]
+    listed = json.loads(kubectl("get", "configmaps", "-n", ns, "-o", "json").stdout)
+    assert [(o["metadata"]["name"], o["data"]["blob"]) for o in listed["items"]] == [
+        (f"big-{i}", str(i) * 1_000_000) for i in range(10)
+    ]
 
 
 async def test_get_w_prints_a_row_for_each_change_made_while_it_watches(kubectl: Kubectl) -> None:

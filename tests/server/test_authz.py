@@ -295,12 +295,12 @@ def with_usage(obj: dict[str, Any], usage: slots.Usage) -> dict[str, Any]:
     return {**obj, "spec": {**obj["spec"], "deviceUsage": usage.to_wire()}}
 
 
-def admitted(role: Role, op: authz.Op, kind: str, before: Any, after: Any) -> bool:
-    return authz.admit(role, op, kind, before, after) == Allowed()
+def admitted(role: Role, op: authz.Op, kind: str, before: Any, after: Any, cfg: Any = None) -> bool:
+    return authz.admit(role, op, kind, before, after, configuration=cfg) == Allowed()
 
 
 def test_the_agent_creating_an_instance_it_sees_is_admitted() -> None:
-    assert admitted(A, "create", "Instance", None, new_instance())
+    assert admitted(A, "create", "Instance", None, new_instance(), stored(configuration()))
 
 
 def test_the_agent_joining_leaving_and_marking_offline_is_admitted() -> None:
@@ -347,10 +347,14 @@ def test_the_agent_following_the_configuration_capacity_is_admitted() -> None:
     before["spec"]["capacity"] = 3
     shrunk = instances.synced(before, "node-a", 1, {"RES": "720p"})
     assert shrunk is not None
-    assert admitted(A, "update", "Instance", before, shrunk)
+    assert admitted(A, "update", "Instance", before, shrunk, stored(configuration(capacity=1)))
     grown = instances.synced(before, "node-a", 5, {})
     assert grown is not None
-    assert admitted(A, "update", "Instance", before, grown)
+    assert admitted(A, "update", "Instance", before, grown, stored(configuration(capacity=5)))
+    shared = instance(["node-b", "node-a"], {0: "node-b", 1: ""})  # a shared Instance other nodes list too
+    resized = instances.synced(shared, "node-a", 4, {})
+    assert resized is not None
+    assert admitted(A, "update", "Instance", shared, resized, stored(configuration(capacity=4)))
 
 
 def test_the_agent_writing_its_own_conditions_is_admitted() -> None:
@@ -558,6 +562,90 @@ def test_a_node_writing_beyond_its_share_is_refused_naming_the_rule(
     decision = authz.admit(A, op, kind, before, after)
     assert isinstance(decision, Denied), decision
     assert decision.rule == rule, decision
+
+
+# -- objects: an Instance's size is its Configuration's; a node claims only where it is listed -----------------------
+
+
+def _claimed(obj: dict[str, Any], slot: int, holder: str = "node-a") -> dict[str, Any]:
+    return _changed(obj, f"spec.deviceUsage.{obj['metadata']['name']}-{slot}", holder)
+
+
+def _sized(obj: dict[str, Any], capacity: int) -> dict[str, Any]:
+    """`obj` resized to `capacity` exactly as the agent's capacity sync resizes (free slots added or dropped)."""
+    out = instances.synced(obj, "node-a", capacity, {})
+    assert out is not None
+    return out
+
+
+SHARED = instance(["node-b", "node-a"], {0: "", 1: "node-b"})  # capacity 2, as configuration() says
+THEIRS = instance(["node-b"], {0: "", 1: "node-b"})
+CFG = stored(configuration())
+
+
+@pytest.mark.parametrize(
+    ("op", "before", "after", "cfg", "says"),
+    [
+        ("update", SHARED, _sized(SHARED, 1024), CFG, "its Configuration's capacity (2), not 1024"),
+        ("update", SHARED, _sized(SHARED, 3), CFG, "its Configuration's capacity (2), not 3"),
+        ("update", SHARED, _sized(SHARED, 1), CFG, "its Configuration's capacity (2), not 1"),
+        ("update", SHARED, _sized(SHARED, 3), None, "default/cams does not exist"),
+        ("update", SHARED, _changed(SHARED, "spec.capacity", 3), CFG, "not 3"),  # capacity without slots
+        (
+            "update",
+            SHARED,
+            _changed(SHARED, "spec.deviceUsage", {f"{NAME}-1": "node-b"}),  # the free slot dropped: a shrink
+            CFG,
+            f"free slot {NAME}-0 is below capacity 2",
+        ),
+        ("create", None, _sized(new_instance(), 1024), CFG, "its Configuration's capacity (2), not 1024"),
+        ("create", None, new_instance(), stored(configuration(capacity=3)), "capacity (3), not 2"),
+        ("create", None, new_instance(), None, "default/cams does not exist"),
+    ],
+)
+def test_a_node_sizing_an_instance_other_than_its_configuration_is_refused(
+    op: authz.Op, before: Any, after: Any, cfg: Any, says: str
+) -> None:
+    decision = authz.admit(A, op, "Instance", before, after, configuration=cfg)
+    assert isinstance(decision, Denied), decision
+    assert decision.rule == "node-instance-capacity", decision
+    assert says in decision.reason, decision
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "says"),
+    [
+        (THEIRS, _claimed(instances.joined(THEIRS, "node-a") or {}, 0), "node-a does not list it yet"),
+        (SHARED, _claimed(_changed(SHARED, "spec.nodes", ["node-b"]), 0), "node-a leaves it in the same write"),
+        (THEIRS, _claimed(THEIRS, 0), "node-a does not list it yet"),
+    ],
+)
+def test_a_node_claiming_a_slot_of_an_instance_it_is_not_listed_on_is_refused(
+    before: dict[str, Any], after: dict[str, Any], says: str
+) -> None:
+    decision = authz.admit(A, "update", "Instance", before, after, configuration=CFG)
+    assert isinstance(decision, Denied), decision
+    assert (decision.rule, says in decision.reason) == ("node-instance-claim", True), decision
+
+
+def test_joining_then_claiming_in_two_writes_is_admitted_and_releasing_after_leaving_too() -> None:
+    joined = instances.joined(THEIRS, "node-a")
+    assert joined is not None
+    assert admitted(A, "update", "Instance", THEIRS, joined)
+    claimed = _claimed(joined, 0)
+    assert admitted(A, "update", "Instance", joined, claimed)
+    left = _changed(claimed, "spec.nodes", ["node-b"])
+    assert admitted(A, "update", "Instance", claimed, left)
+    assert admitted(A, "update", "Instance", left, _claimed(left, 0, ""))  # its slot stays its to release
+
+
+def test_only_a_node_creating_or_resizing_an_instance_needs_its_configuration() -> None:
+    assert authz.needs_configuration(A, "create", "Instance", None, new_instance())
+    assert authz.needs_configuration(A, "update", "Instance", SHARED, _sized(SHARED, 3))
+    assert not authz.needs_configuration(A, "update", "Instance", SHARED, _claimed(SHARED, 0))
+    assert not authz.needs_configuration(A, "update", "Instance", SHARED, _changed(SHARED, "spec.nodes", ["node-b"]))
+    assert not authz.needs_configuration(ADMIN, "update", "Instance", SHARED, _sized(SHARED, 3))
+    assert not authz.needs_configuration(A, "update", "Configuration", CFG, CFG)
 
 
 def test_server_managed_metadata_is_not_a_node_change() -> None:

@@ -134,6 +134,66 @@ async def test_a_node_write_on_a_stale_revision_is_a_conflict_not_checked_agains
     assert response.json()["reason"] == "Conflict"
 
 
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+def forbidden(response: httpx2.Response, rule: str) -> str:
+    assert response.status_code == 403, response.text[:500]
+    status = response.json()
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "Forbidden", 403)
+    assert f"rule {rule}:" in status["message"]
+    message: str = status["message"]
+    return message
+
+
+async def test_a_node_sizing_a_shared_instance_other_than_its_configuration_is_403_and_nothing_changes(
+    api: httpx2.AsyncClient, backing: MemoryStore
+) -> None:
+    cfg = await backing.create(configuration(capacity=3))
+    stored = await backing.create(shared_instance(["node-a", "node-b"], ["", "", ""]))
+    grown = copy.deepcopy(stored)
+    grown["spec"]["capacity"] = 1024
+    grown["spec"]["deviceUsage"].update({f"cams-abcdef-{i}": "" for i in range(3, 1024)})
+    said = forbidden(await api.put(f"{INSTANCES}/cams-abcdef", json=grown), "node-instance-capacity")
+    assert "its Configuration's capacity (3), not 1024" in said
+    spec = {k: grown["spec"][k] for k in ("capacity", "deviceUsage")}
+    patched = await api.patch(f"{INSTANCES}/cams-abcdef", json={"spec": spec}, headers=MERGE)
+    forbidden(patched, "node-instance-capacity")
+    shrink = {"spec": {"capacity": 1, "deviceUsage": {"cams-abcdef-1": None, "cams-abcdef-2": None}}}
+    forbidden(await api.patch(f"{INSTANCES}/cams-abcdef", json=shrink, headers=MERGE), "node-instance-capacity")
+    emptied = {"spec": {"deviceUsage": {f"cams-abcdef-{i}": None for i in range(3)}}}  # no slots: "not yet written"
+    said = forbidden(await api.patch(f"{INSTANCES}/cams-abcdef", json=emptied, headers=MERGE), "node-instance-capacity")
+    assert "free slot cams-abcdef-0 is below capacity 3" in said
+    assert await backing.get("Instance", "cams-abcdef", "default") == stored
+    await backing.update({**cfg, "spec": {**cfg["spec"], "capacity": 4}})  # an admin changes the Configuration
+    follow = {"spec": {"capacity": 4, "deviceUsage": {"cams-abcdef-3": ""}}}
+    followed = await api.patch(f"{INSTANCES}/cams-abcdef", json=follow, headers=MERGE)
+    assert followed.status_code == 200, followed.text
+    assert len((await backing.get("Instance", "cams-abcdef", "default"))["spec"]["deviceUsage"]) == 4
+
+
+async def test_a_node_joining_and_claiming_in_one_write_is_403_and_joining_first_is_admitted(
+    api: httpx2.AsyncClient, backing: MemoryStore
+) -> None:
+    stored = await backing.create(shared_instance(["node-b"], ["", "node-b"]))
+    both = {"spec": {"nodes": ["node-b", "node-a"], "deviceUsage": {"cams-abcdef-0": "node-a"}}}
+    said = forbidden(await api.patch(f"{INSTANCES}/cams-abcdef", json=both, headers=MERGE), "node-instance-claim")
+    assert "node-a claims slot cams-abcdef-0 of an Instance node-a does not list it yet" in said
+    unlisted = copy.deepcopy(stored)
+    unlisted["spec"]["deviceUsage"]["cams-abcdef-0"] = "node-a"
+    forbidden(await api.put(f"{INSTANCES}/cams-abcdef", json=unlisted), "node-instance-claim")
+    assert await backing.get("Instance", "cams-abcdef", "default") == stored
+    join = {"spec": {"nodes": ["node-b", "node-a"]}}
+    assert (await api.patch(f"{INSTANCES}/cams-abcdef", json=join, headers=MERGE)).status_code == 200
+    claim = {"spec": {"deviceUsage": {"cams-abcdef-0": "node-a"}}}
+    assert (await api.patch(f"{INSTANCES}/cams-abcdef", json=claim, headers=MERGE)).status_code == 200
+    after = (await backing.get("Instance", "cams-abcdef", "default"))["spec"]
+    assert (after["nodes"], after["deviceUsage"]) == (
+        ["node-b", "node-a"],
+        {"cams-abcdef-0": "node-a", "cams-abcdef-1": "node-b"},
+    )
+
+
 async def test_a_node_deleting_an_instance_another_node_lists_is_403(
     api: httpx2.AsyncClient, backing: MemoryStore
 ) -> None:
@@ -243,6 +303,17 @@ async def test_agents_with_node_tokens_do_their_work_and_are_refused_another_nod
             await plugin.allocate([f"{name}-0"])  # node-a's agent claims through its node token
         finally:
             await plugin.close()
+        claimed = await admin.get("Instance", name, "default")
+        assert claimed["spec"]["deviceUsage"][f"{name}-0"] == "node-a"
+
+        cfg = await admin.get("Configuration", "cams", "default")
+        await admin.update({**cfg, "spec": {**cfg["spec"], "capacity": 3}})
+
+        async def resized() -> bool:  # the agents' capacity sync, through their node tokens
+            spec = (await admin.get("Instance", name, "default"))["spec"]
+            return spec["capacity"] == 3 and sorted(spec["deviceUsage"]) == [f"{name}-{i}" for i in range(3)]
+
+        await until(resized, "the shared Instance following its Configuration's capacity")
         claimed = await admin.get("Instance", name, "default")
         assert claimed["spec"]["deviceUsage"][f"{name}-0"] == "node-a"
 

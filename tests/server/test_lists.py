@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from devplace import errors
 from devplace.server import _lists as lists
 from devplace.server._app import create_app
-from devplace.store import MemoryStore
+from devplace.store import EncodedObject, EncodedPage, MemoryStore
 from tests.servers import serve_app
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
@@ -74,43 +75,57 @@ def test_limit_zero_or_none_or_too_large_asks_for_the_servers_own_page_size() ->
     assert lists.list_options({"limit": "7"}).limit == 7
 
 
-def items(*keys: tuple[str, str]) -> list[dict[str, Any]]:
-    return [{"metadata": {"namespace": ns, "name": name}} for ns, name in keys]
+def encoded_page(revision: int, last: tuple[str, str] | None, remaining: int) -> EncodedPage:
+    items = [] if last is None else [EncodedObject(*last, b"{}")]
+    return EncodedPage(items, revision, last, remaining)
 
 
-def test_a_page_ends_at_its_limit_with_a_token_and_the_count_of_what_remains() -> None:
-    listed = items(("a", "x"), ("a", "y"), ("b", "x"), ("c", "z"), ("c", "zz"))
-    first = lists.page(listed, 9, lists.ListOptions(limit=2))
-    assert [o["metadata"]["name"] for o in first.items] == ["x", "y"]
-    assert first.metadata["resourceVersion"] == "9"
-    assert first.metadata["remainingItemCount"] == 3
-    token = lists.decode_continue(first.metadata["continue"])
+def test_a_page_with_more_to_come_carries_a_token_and_the_count_of_what_remains() -> None:
+    first = lists.list_metadata(encoded_page(9, ("a", "y"), 3), lists.ListOptions(limit=2), selected=False)
+    assert first == {"resourceVersion": "9", "continue": first["continue"], "remainingItemCount": 3}
+    token = lists.decode_continue(first["continue"])
     assert token == lists.Continue(9, "a", "y")
-    second = lists.page(listed, 12, lists.ListOptions(limit=2, continue_from=token))
-    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in second.items] == [("b", "x"), ("c", "z")]
-    assert second.metadata["resourceVersion"] == "9"  # every page says the first page's revision
-    last = lists.page(
-        listed, 12, lists.ListOptions(limit=2, continue_from=lists.decode_continue(second.metadata["continue"]))
-    )
-    assert [o["metadata"]["name"] for o in last.items] == ["zz"]
-    assert last.metadata == {"resourceVersion": "9"}
+    options = lists.ListOptions(limit=2, continue_from=token)
+    assert lists.after(options) == ("a", "y")
+    second = lists.list_metadata(encoded_page(12, ("c", "z"), 1), options, selected=False)
+    assert second["resourceVersion"] == "9"  # every page says the first page's revision
+    assert lists.decode_continue(second["continue"]) == lists.Continue(9, "c", "z")
+    assert lists.list_metadata(encoded_page(12, ("c", "zz"), 0), options, selected=False) == {"resourceVersion": "9"}
+
+
+def test_a_selected_page_leaves_the_remaining_count_out_as_kubernetes_does() -> None:
+    metadata = lists.list_metadata(encoded_page(4, ("a", "b"), 7), lists.ListOptions(limit=1), selected=True)
+    assert set(metadata) == {"resourceVersion", "continue"}
 
 
 @given(
-    st.lists(st.tuples(st.sampled_from("abc"), st.text("xyz", min_size=1, max_size=3)), unique=True), st.integers(1, 4)
+    st.lists(
+        st.tuples(st.sampled_from(["a", "a-b", "b"]), st.text("xyz", min_size=1, max_size=3), st.integers(0, 3000)),
+        unique_by=lambda t: t[:2],
+    ),
+    st.integers(1, 4),
+    st.integers(1, 8000),
 )
-def test_paging_through_an_unchanged_list_yields_every_item_once_in_order(
-    keys: list[tuple[str, str]], limit: int
+def test_paging_through_an_unchanged_list_by_count_and_bytes_yields_every_object_once_in_order(
+    objects: list[tuple[str, str, int]], limit: int, max_bytes: int
 ) -> None:
-    listed = items(*sorted(keys))
-    seen: list[dict[str, Any]] = []
-    options = lists.ListOptions(limit=limit)
-    for _ in range(len(listed) + 1):
-        cut = lists.page(listed, 5, options)
-        seen.extend(cut.items)
-        if "continue" not in cut.metadata:
-            break
-        options = lists.ListOptions(limit=limit, continue_from=lists.decode_continue(cut.metadata["continue"]))
+    async def page_through() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        store = MemoryStore()
+        for ns, name, size in objects:
+            await store.create({**configmap(name, ns), "data": {"k": "x" * size}})
+        seen: list[dict[str, Any]] = []
+        options = lists.ListOptions(limit=limit)
+        for _ in range(len(objects) + 1):
+            page = await store.list_page("ConfigMap", after=lists.after(options), limit=limit, max_bytes=max_bytes)
+            assert len(page.items) == 1 or sum(len(item.body) for item in page.items) <= max_bytes
+            seen.extend(json.loads(item.body) for item in page.items)
+            metadata = lists.list_metadata(page, options, selected=False)
+            if "continue" not in metadata:
+                break
+            options = lists.ListOptions(limit=limit, continue_from=lists.decode_continue(metadata["continue"]))
+        return seen, (await store.list("ConfigMap")).items
+
+    seen, listed = asyncio.run(page_through())
     assert seen == listed
 
 
@@ -148,11 +163,13 @@ async def api(memory_store: MemoryStore) -> AsyncIterator[httpx2.AsyncClient]:
         yield client
 
 
-async def page_through(api: httpx2.AsyncClient, path: str, limit: int, **params: str) -> list[dict[str, Any]]:
+async def page_through(
+    api: httpx2.AsyncClient, path: str, limit: int, headers: dict[str, str] | None = None, **params: str
+) -> list[dict[str, Any]]:
     pages = []
     query: dict[str, str] = {"limit": str(limit), **params}
     for _ in range(50):
-        response = await api.get(path, params=query)
+        response = await api.get(path, params=query, headers=headers)
         assert response.status_code == 200, response.text
         pages.append(response.json())
         token = response.json()["metadata"].get("continue")
@@ -169,6 +186,55 @@ async def test_five_objects_by_twos_come_in_three_pages_at_the_first_pages_revis
     assert [[o["metadata"]["name"] for o in p["items"]] for p in pages] == [["a", "b"], ["c", "d"], ["e"]]
     assert [p["metadata"].get("remainingItemCount") for p in pages] == [3, 1, None]
     assert {p["metadata"]["resourceVersion"] for p in pages} == {"5"}
+
+
+def big(name: str, size: int = 10_000) -> dict[str, Any]:
+    return {**configmap(name), "data": {"blob": name[-1] * size}}
+
+
+async def test_a_list_over_the_byte_bound_comes_in_pages_holding_each_object_once_as_stored(
+    api: httpx2.AsyncClient, memory_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lists, "MAX_LIST_BYTES", 25_000)  # two objects of 10 kB a page, not three
+    for i in range(7):
+        assert (await api.post(CONFIGMAPS, json=big(f"cm-{i}"))).status_code == 201
+    pages = await page_through(api, CONFIGMAPS, 500)
+    assert [[o["metadata"]["name"] for o in p["items"]] for p in pages] == [
+        ["cm-0", "cm-1"],
+        ["cm-2", "cm-3"],
+        ["cm-4", "cm-5"],
+        ["cm-6"],
+    ]
+    assert [lists.decode_continue(p["metadata"]["continue"]) for p in pages[:-1]] == [
+        lists.Continue(7, "default", name) for name in ("cm-1", "cm-3", "cm-5")
+    ]
+    assert [p["metadata"].get("remainingItemCount") for p in pages] == [5, 3, 1, None]
+    assert {(p["kind"], p["apiVersion"], p["metadata"]["resourceVersion"]) for p in pages} == {
+        ("ConfigMapList", "v1", "7")
+    }
+    stored = (await memory_store.list("ConfigMap", "default")).items
+    assert [o for p in pages for o in p["items"]] == stored  # what the list gave before it was streamed
+    monkeypatch.setattr(lists, "MAX_LIST_BYTES", 1 << 20)
+    whole = (await api.get(CONFIGMAPS)).json()
+    assert whole["items"] == stored
+    assert whole["metadata"] == {"resourceVersion": "7"}
+
+
+async def test_a_table_list_over_the_byte_bound_pages_its_rows_each_page_a_whole_table(
+    api: httpx2.AsyncClient, memory_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(5):
+        await api.post(CONFIGMAPS, json=big(f"cm-{i}"))
+    table = {"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"}
+    whole = (await api.get(CONFIGMAPS, headers=table, params={"includeObject": "Object"})).json()
+    monkeypatch.setattr(lists, "MAX_LIST_BYTES", 25_000)
+    pages = await page_through(api, CONFIGMAPS, 500, headers=table, includeObject="Object")
+    assert [[row["cells"][0] for row in p["rows"]] for p in pages] == [["cm-0", "cm-1"], ["cm-2", "cm-3"], ["cm-4"]]
+    assert [(p["kind"], p["apiVersion"]) for p in pages] == [("Table", "meta.k8s.io/v1")] * 3
+    assert all(p["columnDefinitions"] == whole["columnDefinitions"] != [] for p in pages)
+    assert [row for p in pages for row in p["rows"]] == whole["rows"]
+    stored = (await memory_store.list("ConfigMap", "default")).items
+    assert [row["object"] for row in whole["rows"]] == stored
 
 
 async def test_a_list_paged_while_objects_change_then_watched_from_its_revision_ends_current(

@@ -29,7 +29,7 @@ from hypothesis.stateful import (
 from devplace import errors
 from devplace.api import _selectors as selectors
 from devplace.clocks import FakeClock
-from devplace.store import Event, Store, cas
+from devplace.store import EncodedPage, Event, Store, cas
 from devplace.store._base import MAX_OBJECT_BYTES
 from tests.store.conftest import BACKENDS, MODEL_EXAMPLES, BackendFactory
 from tests.store.samples import WATCH_BOUND, configmap, node, pod, rv, summary, take
@@ -227,6 +227,117 @@ async def test_a_field_selector_on_an_unsupported_field_is_invalid_naming_field_
         async with store.watch(kind, fields=fields):
             pytest.fail("entered a watch with an unsupported field selector")
     assert [f.path for f in caught.value.fields] == ["fieldSelector"]
+
+
+# -- list pages (`list_page`) ---------------------------------------------------------------------------------------
+
+BIG_BOUND = 1 << 20
+
+
+async def pages(
+    store: Store,
+    kind: str,
+    namespace: str | None = None,
+    selector: str | None = None,
+    *,
+    fields: str | None = None,
+    limit: int,
+    max_bytes: int,
+) -> list[EncodedPage]:
+    """Every page of a list, each after the last key the one before examined, until one says none remain."""
+    found: list[EncodedPage] = []
+    after = None
+    for _ in range(200):
+        page = await store.list_page(
+            kind, namespace, selector, fields=fields, after=after, limit=limit, max_bytes=max_bytes
+        )
+        found.append(page)
+        if not page.remaining:
+            return found
+        after = page.last
+    raise AssertionError("paging did not end")
+
+
+def decoded(found: list[EncodedPage]) -> list[dict[str, Any]]:
+    return [orjson.loads(item.body) for page in found for item in page.items]
+
+
+async def test_a_list_page_is_the_list_encoded_at_its_revision_in_namespace_then_name_order(store: Store) -> None:
+    for ns, name in [("a-b", "x"), ("a", "y"), ("a", "x"), ("b", "z")]:  # etcd's key order puts "a-b/x" before "a/x"
+        await store.create(configmap(name, ns, v=name))
+    await store.create(node("n"))
+    listed = await store.list("ConfigMap")
+    page = await store.list_page("ConfigMap", limit=100, max_bytes=BIG_BOUND)
+    assert [orjson.loads(item.body) for item in page.items] == listed.items
+    assert [(item.namespace, item.name) for item in page.items] == [("a", "x"), ("a", "y"), ("a-b", "x"), ("b", "z")]
+    assert (page.revision, page.last, page.remaining) == (listed.revision, ("b", "z"), 0)
+    for namespace in ("a", "a-b", "nowhere"):
+        narrow = await store.list_page("ConfigMap", namespace, limit=100, max_bytes=BIG_BOUND)
+        assert [orjson.loads(item.body) for item in narrow.items] == (await store.list("ConfigMap", namespace)).items
+    for namespace in (None, ""):
+        nodes = await store.list_page("Node", namespace, limit=100, max_bytes=BIG_BOUND)
+        assert [orjson.loads(item.body) for item in nodes.items] == (await store.list("Node")).items
+    after = await store.list_page("ConfigMap", after=("a", "xx"), limit=2, max_bytes=BIG_BOUND)
+    assert [(item.namespace, item.name) for item in after.items] == [("a", "y"), ("a-b", "x")]
+    assert (after.last, after.remaining) == (("a-b", "x"), 1)
+    for namespace, start, expected in [("a", ("a", "x"), ["y"]), ("a", ("a-b", "x"), []), ("a-b", ("a", "y"), ["x"])]:
+        narrow = await store.list_page("ConfigMap", namespace, after=start, limit=100, max_bytes=BIG_BOUND)
+        assert ([item.name for item in narrow.items], narrow.remaining) == (expected, 0)
+
+
+@pytest.mark.parametrize(("limit", "max_bytes"), [(2, BIG_BOUND), (100, 6000), (3, 6000), (1, 1), (100, 1)])
+async def test_list_pages_end_at_their_limit_or_before_their_byte_bound_and_hold_every_object_once(
+    store: Store, limit: int, max_bytes: int
+) -> None:
+    sizes = [300, 5000, 100, 2500, 2500, 9000, 10]
+    for i, size in enumerate(sizes):
+        await store.create(configmap(f"cm-{i}", "a" if i % 2 else "a-b", blob="x" * size))
+    listed = await store.list("ConfigMap")
+    found = await pages(store, "ConfigMap", limit=limit, max_bytes=max_bytes)
+    assert decoded(found) == listed.items
+    served = 0
+    for index, page in enumerate(found):
+        size = sum(len(item.body) for item in page.items)
+        assert 1 <= len(page.items) <= limit
+        assert len(page.items) == 1 or size <= max_bytes  # a page holds one object, whatever its size
+        assert page.last == (page.items[-1].namespace, page.items[-1].name)
+        served += len(page.items)
+        assert page.remaining == len(listed.items) - served
+        if index + 1 < len(found):  # it ended because the next object would not fit
+            assert len(page.items) == limit or size + len(found[index + 1].items[0].body) > max_bytes
+
+
+@pytest.mark.parametrize(
+    ("selector", "fields"),
+    [
+        ("app=web", None),
+        (None, "spec.nodeName=node-a"),
+        ("app=web", "metadata.namespace=edge"),
+        (None, "metadata.name=p-03"),
+    ],
+)
+@pytest.mark.parametrize(("limit", "max_bytes"), [(2, BIG_BOUND), (100, 1)])
+async def test_list_pages_with_selectors_hold_exactly_the_selected_objects(
+    store: Store, selector: str | None, fields: str | None, limit: int, max_bytes: int
+) -> None:
+    for i in range(12):
+        labels = {"app": "web" if i % 4 else "db"}
+        await store.create(
+            pod(f"p-{i:02d}", "default" if i % 3 else "edge", "node-a" if i % 2 else "node-b", labels=labels)
+        )
+    wanted = await store.list("Pod", None, selector, fields=fields)
+    found = await pages(store, "Pod", None, selector, fields=fields, limit=limit, max_bytes=max_bytes)
+    assert decoded(found) == wanted.items
+    assert all(len(page.items) <= limit for page in found)
+
+
+@pytest.mark.parametrize(("limit", "max_bytes", "field"), [(0, 10, "limit"), (1, 0, "max_bytes"), (-1, 10, "limit")])
+async def test_a_list_page_bound_below_one_is_invalid_naming_it(
+    store: Store, limit: int, max_bytes: int, field: str
+) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        await store.list_page("ConfigMap", limit=limit, max_bytes=max_bytes)
+    assert [f.path for f in caught.value.fields] == [field]
 
 
 # -- update (compare-and-swap) -------------------------------------------------------------------------------
@@ -967,6 +1078,18 @@ class StoreMatchesModel(RuleBasedStateMachine):
         expected = [obj for key, obj in sorted(self.objects.items()) if key[0] == kind and namespace in (None, key[1])]
         assert listed.items == expected
         assert listed.revision == self.revision
+
+    @rule(
+        kind=st.sampled_from(["ConfigMap", "Node"]),
+        namespace=st.sampled_from([None, "", "default", "other"]),
+        limit=st.integers(1, 3),
+        max_bytes=st.sampled_from([1, 400, BIG_BOUND]),
+    )
+    def list_in_pages(self, kind: str, namespace: str | None, limit: int, max_bytes: int) -> None:
+        found = self.run(pages(self.store, kind, namespace, limit=limit, max_bytes=max_bytes))
+        expected = [obj for key, obj in sorted(self.objects.items()) if key[0] == kind and namespace in (None, key[1])]
+        assert decoded(found) == expected
+        assert found[0].revision == self.revision
 
     @rule(selector=st.sampled_from(["app=web", "app!=web", "!tier", "tier in (db)"]))
     def list_selected(self, selector: str) -> None:

@@ -247,6 +247,46 @@ async def test_a_large_list_is_read_in_pages_at_one_revision(server: etcds.EtcdS
         await etcds.wipe(server.endpoint, prefix.encode() + b"/")
 
 
+async def test_a_list_page_reads_the_keys_then_only_the_values_it_takes_all_at_one_revision(
+    etcd_store: EtcdStore,
+) -> None:
+    for i in range(40):
+        await etcd_store.create(configmap(f"cm-{i:02}", ("a", "a-b")[i % 2], blob="x" * 1000))
+    whole = await etcd_store.list_page("ConfigMap", limit=100, max_bytes=1 << 20)
+    bound = sum(len(item.body) for item in whole.items[:12])
+    counting = _Counting(etcd_store)
+    page = await etcd_store.list_page("ConfigMap", limit=100, max_bytes=bound)
+    assert page.items == whole.items[:12]
+    assert [(item.namespace, item.name) for item in page.items] == [("a", f"cm-{i:02}") for i in range(0, 24, 2)]
+    assert page.remaining == 40 - 12
+    ranges = [request for method, request in counting.calls if method == "Range"]
+    keys, values = [r for r in ranges if r.keys_only], [r for r in ranges if not r.keys_only]
+    assert keys
+    assert len(keys) == 1  # 40 keys: one request (its page size is 500 keys)
+    assert {r.revision for r in values} == {page.revision}  # the keys' revision (this store's base is 0)
+    assert values[0].limit == etcd._FIRST_VALUES  # before it knows how large they are
+    assert sum(r.limit for r in values) <= len(page.items) + 1  # then as many as the bound leaves room for
+
+
+async def test_a_list_page_passes_over_the_keys_of_other_namespaces_between_cluster_scoped_ones(
+    etcd_store: EtcdStore,
+) -> None:
+    """A namespace's keys sit beside the cluster-scoped ones: ".../configmaps/a0/x" is between ".../a" and ".../b"."""
+    for name, namespace in [("a", ""), ("x", "a0"), ("b", ""), ("c", ""), ("y", "a0")]:
+        await etcd_store.create(configmap(name, namespace))
+    for limit in (1, 2, 100):
+        found, after = [], None
+        while True:
+            page = await etcd_store.list_page("ConfigMap", after=after, limit=limit, max_bytes=1 << 20)
+            found += [(item.namespace, item.name) for item in page.items]
+            if not page.remaining:
+                break
+            after = page.last
+        assert found == [("", "a"), ("", "b"), ("", "c"), ("a0", "x"), ("a0", "y")]
+    cluster = await etcd_store.list_page("ConfigMap", "", limit=100, max_bytes=1 << 20)
+    assert [item.name for item in cluster.items] == ["a", "b", "c"]
+
+
 async def test_a_second_store_on_the_same_etcd_sees_the_first_ones_writes_through_watch(
     etcd_store: EtcdStore, server: etcds.EtcdServer, prefix: str
 ) -> None:

@@ -7,8 +7,10 @@ The boundary check every write passes (the API server, the CLI, the simulation):
 document what JSON could have carried (YAML timestamps become strings, non-string keys become strings; binary, sets,
 NaN, infinities and text with a lone surrogate, which JSON's `\\ud800` escapes can spell, are refused naming the field
 path), and `validated` requires `registry.normalize` to accept it and then keeps the object as written, with only its
-namespace resolved (defaulted for namespaced kinds, dropped for cluster-scoped ones) and server-owned metadata dropped
-(`api.meta.SERVER_OWNED_METADATA`, all but `resourceVersion`, an update's compare-and-swap precondition). Storing the
+namespace resolved (defaulted for namespaced kinds, dropped for cluster-scoped ones), server-owned metadata dropped
+(`api.meta.SERVER_OWNED_METADATA`, all but `resourceVersion`, an update's compare-and-swap precondition) and an
+integer sent as a float with no fraction (`1e2`) written as the integer (`registry.conformed`, as kube-apiserver
+stores a custom resource, so every reader sees one value). Storing the
 model's re-serialisation instead would add every default and drop empty maps, so a store would not hand back what was
 put in; readers apply defaults when they parse objects into models.
 
@@ -402,7 +404,8 @@ def _lone_surrogate(path: str, text: str, what: str = "the value") -> errors.Inv
 def validated(obj: Any) -> dict[str, Any]:
     """`obj` as written once `registry.normalize` accepts it and the Kubernetes types it holds as maps pass
     Kubernetes' schemas (`api.podspecs`), with the namespace resolved and the server-owned metadata but
-    `resourceVersion` dropped (module docstring)."""
+    `resourceVersion` dropped and integers sent as whole floats written as integers (module docstring)."""
+    obj = registry.conformed(obj)
     wire = registry.normalize(obj)
     podspecs.check(obj)  # the Kubernetes types a kind holds as maps (a Configuration's brokerPodSpec ...)
     assert isinstance(obj, dict)

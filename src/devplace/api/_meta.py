@@ -4,12 +4,29 @@ Objects travel as plain JSON dicts (camelCase) through the store and over the wi
 them at the boundary (API server, CLI, simulation harness) and give parts typed access. `Resource.from_obj` turns
 pydantic's errors into one `errors.Invalid` whose fields carry dotted paths (`spec.capacity`), so a user sees the
 field and the reason, never a stack trace.
+
+Types: a write (`from_obj(strict=True)`, what `registry.normalize` runs for the API server, the CLI and the
+simulation) checks every typed field as kube-apiserver checks a custom resource against its CRD's structural schema,
+and refuses a value of another JSON type naming the field (`spec.capacity: must be an integer, not string '2'`):
+- an integer takes a JSON integer, or a float with no fraction within +-(2**53 - 1) (`1e2`, `2.0`), never a string, a
+  boolean or a fraction. kube-apiserver decodes a custom resource's numbers to int64, else float64
+  (k8s.io/apimachinery/pkg/util/json `convertNumber`: `1e2` fails `Int64()`, so it is float64 100), its schema
+  validator takes a float64 for `type: integer` when go-openapi's `IsFloat64AJSONInteger` holds (kube-openapi
+  validate/type.go), and the object is stored as Go re-encodes it, `100`. So such a float is stored as the integer
+  (`conformed`), and every reader (the API, the Table, `devplace get`, the typed model) sees the same value. Newer
+  go-openapi also takes a float within 1e-9 (relative) of a whole number and would store its fraction; devplace
+  takes whole numbers only;
+- a boolean takes true or false only, a string a string only, a number an integer or a float.
+Readers (`from_obj()`: the agent, the controller, the scheduler) stay lenient, as an API server reads what it stored
+before a schema tightened: pydantic's lax mode takes `"2"` for 2 there, so what a store already holds stays readable.
 """
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Iterator, Mapping
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 import pydantic
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -121,15 +138,57 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def invalid_from(exc: pydantic.ValidationError, prefix: str = "") -> errors.Invalid:
+def described(value: Any) -> str:
+    """A value as a reason names it: its JSON type, and the value itself when it is short."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {'true' if value else 'false'}"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"string {shown!r}"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+_JSON_TYPES = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "bool_type": "a boolean",
+    "bool_parsing": "a boolean",
+    "string_type": "a string",
+    "float_type": "a number",
+    "float_parsing": "a number",
+}
+"""pydantic's error types for a value of the wrong JSON type -> the type a reason names (module docstring)."""
+
+
+def _reason(err: Any, json_types: bool) -> str:
+    kind, value = err["type"], err.get("input")
+    if json_types and kind in _JSON_TYPES:
+        return f"must be {_JSON_TYPES[kind]}, not {described(value)}"
+    if json_types and kind == "literal_error" and not isinstance(value, str):
+        return f"must be a string ({err['ctx']['expected']}), not {described(value)}"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def invalid_from(exc: pydantic.ValidationError, prefix: str = "", *, json_types: bool = False) -> errors.Invalid:
+    """One `errors.Invalid` for pydantic's errors, each at its dotted path (under `prefix`); `json_types`: a value
+    of the wrong JSON type is refused as the kinds refuse it (`must be an integer, not string '2'`, module
+    docstring), else in pydantic's words."""
     fields = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         path = field_path(loc)
         if prefix:
             path = f"{prefix}.{path}" if path else prefix
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        fields.append(errors.FieldError(path, msg))
+        fields.append(errors.FieldError(path, _reason(err, json_types)))
     message = "; ".join(str(f) for f in fields) or "invalid object"
     return errors.Invalid(message, fields)
 
@@ -152,16 +211,25 @@ class Resource(Model):
     metadata: ObjectMeta
 
     @classmethod
-    def from_obj(cls, obj: Any) -> Self:
-        """Validate a wire dict; bad input raises `errors.Invalid` naming each field and reason."""
+    def from_obj(cls, obj: Any, *, strict: bool = False) -> Self:
+        """Validate a wire dict; bad input raises `errors.Invalid` naming each field and reason. `strict`: the write
+        boundary's check (module docstring: JSON types as a CRD's structural schema has them, on `conformed(obj)`);
+        without it, lenient, for reading what a store holds."""
         try:
-            model = cls.model_validate(obj)
+            model = cls.model_validate(cls.conformed(obj), strict=True) if strict else cls.model_validate(obj)
         except pydantic.ValidationError as e:
-            raise invalid_from(e) from e
+            raise invalid_from(e, json_types=True) from e
         found = list(model.problems())
         if found:
             raise errors.Invalid("; ".join(str(f) for f in found), found)
         return model
+
+    @classmethod
+    def conformed(cls, obj: Any) -> Any:
+        """`obj` with each float with no fraction (`1e2`, `2.0`) in a field the kind types as an integer written as
+        that integer, as kube-apiserver stores it (module docstring); `obj` itself when there is none (what changes
+        is copied, never `obj`)."""
+        return _conform(obj, _model_step(cls))
 
     def problems(self) -> Iterator[errors.FieldError]:
         """Rules that span fields, reported with their own paths; kinds override this (default: none)."""
@@ -174,3 +242,87 @@ class Resource(Model):
     @property
     def namespace(self) -> str | None:
         return self.metadata.namespace
+
+
+# -- integers written as floats (module docstring): where a model types an integer, compiled once per model ----------
+
+_MAX_JSON_INTEGER = 2**53 - 1
+"""go-openapi's `IsFloat64AJSONInteger` range: the whole numbers a float64 holds exactly."""
+
+_Step = tuple[Any, ...]
+"""Where integers are below a field: `("int",)`, `("model", ((key, step), ...))`, `("list", step)`, `("map", step)`
+or `("any", (step, ...))` (a union: each member's in turn)."""
+
+_INT: _Step = ("int",)
+
+
+def _step(annotation: Any) -> _Step | None:
+    """The step for a field of type `annotation`; None when no integer can be below it."""
+    origin = get_origin(annotation)
+    if annotation is int:
+        return _INT
+    if origin is Annotated:
+        return _step(get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _model_step(annotation)
+    if origin in (Union, types.UnionType):
+        found = tuple(s for s in map(_step, get_args(annotation)) if s is not None)
+        return None if not found else found[0] if len(found) == 1 else ("any", found)
+    if origin is Literal or not isinstance(origin, type):
+        return None
+    args = get_args(annotation)
+    if issubclass(origin, Mapping) and len(args) == 2:
+        inner = _step(args[1])
+        return None if inner is None else ("map", inner)
+    if issubclass(origin, list | tuple) and args:
+        inner = _step(args[0])
+        return None if inner is None else ("list", inner)
+    return None
+
+
+_BUILDING: set[type[BaseModel]] = set()
+
+
+@functools.cache
+def _model_step(model: type[BaseModel]) -> _Step | None:
+    if model in _BUILDING:  # a model that holds itself: its integers are found from its outermost use
+        return None
+    _BUILDING.add(model)
+    try:
+        fields: list[tuple[str, _Step]] = []
+        for name, field in model.model_fields.items():
+            inner = _step(field.annotation)
+            if inner is not None:
+                fields.extend((key, inner) for key in dict.fromkeys((field.alias or name, name)))
+        return ("model", tuple(fields)) if fields else None
+    finally:
+        _BUILDING.discard(model)
+
+
+def _conform(value: Any, step: _Step | None) -> Any:
+    if step is None:
+        return value
+    kind = step[0]
+    if kind == "int":
+        whole = isinstance(value, float) and value.is_integer() and abs(value) <= _MAX_JSON_INTEGER
+        return int(value) if whole else value
+    if kind == "any":
+        for member in step[1]:
+            value = _conform(value, member)
+        return value
+    if kind == "list" and isinstance(value, list):
+        items = [_conform(item, step[1]) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if kind == "map" and isinstance(value, dict):
+        entries = {key: _conform(item, step[1]) for key, item in value.items()}
+        return value if all(entries[key] is item for key, item in value.items()) else entries
+    if kind == "model" and isinstance(value, dict):
+        out = value
+        for key, inner in step[1]:
+            if key in value:
+                item = _conform(value[key], inner)
+                if item is not value[key]:
+                    out = dict(out) if out is value else out
+                    out[key] = item
+        return out
+    return value

@@ -42,6 +42,7 @@ from devplace import errors
 from devplace.api import _definitions as definitions
 from devplace.api import _quantity as quantity
 from devplace.api import _registry as registry
+from devplace.api._meta import described
 
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _PRESERVE = "x-kubernetes-preserve-unknown-fields"
@@ -199,7 +200,7 @@ def _walk(value: Any, shape: _Shape, path: str, found: list[errors.FieldError]) 
     elif kind in _TYPES:
         accepts, named = _TYPES[kind]
         if not accepts(value):
-            found.append(errors.FieldError(path, f"must be {named}, not {_described(value)}"))
+            found.append(errors.FieldError(path, f"must be {named}, not {described(value)}"))
         elif shape.bits:
             _in_range(value, shape.bits, path, found)
 
@@ -239,21 +240,5 @@ def _quantity(value: Any, path: str, found: list[errors.FieldError]) -> None:
             )
     elif not (_is_int(value) or isinstance(value, float)):
         found.append(
-            errors.FieldError(path, f"must be a quantity (a string such as 500m, or a number), not {_described(value)}")
+            errors.FieldError(path, f"must be a quantity (a string such as 500m, or a number), not {described(value)}")
         )
-
-
-def _described(value: Any) -> str:
-    """A value as a reason names it: its JSON type, and the value itself when it is short."""
-    if isinstance(value, bool):
-        return f"boolean {'true' if value else 'false'}"
-    if isinstance(value, int | float):
-        return f"number {value}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"string {shown!r}"
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__

@@ -3,7 +3,9 @@
 Every kind devplace stores is registered here by the module that defines it. The store keys objects by kind
 (not group), so `akri.sh/v0` and `devplace.io/v1alpha1` Configurations are one kind and an Akri user's manifests
 load unchanged. `normalize` is the single boundary check used by the API server, the CLI and the simulation harness:
-it resolves the kind, refuses an apiVersion the kind does not speak, validates the body and defaults the namespace.
+it resolves the kind, refuses an apiVersion the kind does not speak, validates the body strictly (JSON types as a
+CRD's structural schema has them, `api.meta`) and defaults the namespace; `conformed` is the body as it is stored
+(an integer sent as `1e2` or `2.0` written as the integer).
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def normalize(obj: Any) -> dict[str, Any]:
     if api_version not in info.group_versions:
         allowed = ", ".join(info.group_versions)
         raise errors.Invalid.field("apiVersion", f"{kind} is served as {allowed}, not {api_version!r}")
-    model = info.model.from_obj(obj)
+    model = info.model.from_obj(obj, strict=True)
     wire = model.to_wire()
     meta = wire["metadata"]
     for empty in ("labels", "annotations", "ownerReferences", "finalizers"):
@@ -97,3 +99,12 @@ def normalize(obj: Any) -> dict[str, Any]:
     else:
         meta.pop("namespace", None)
     return wire
+
+
+def conformed(obj: Any) -> Any:
+    """`obj` as the write boundary stores it: each float with no fraction in a field its kind types as an integer
+    written as that integer (`Resource.conformed`); `obj` itself for anything else (`normalize` refuses what is
+    not a known kind)."""
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    info = _BY_KIND.get(kind) if isinstance(kind, str) else None
+    return obj if info is None else info.model.conformed(obj)

@@ -94,7 +94,10 @@ class Pod(_Core):
     GROUP_VERSIONS: ClassVar[tuple[str, ...]] = ("v1",)
 
     def problems(self) -> Iterator[errors.FieldError]:
-        return _pod_spec_problems("spec", self.spec)
+        containers = self.spec.get("containers")
+        if not isinstance(containers, list) or not containers:  # Kubernetes: "spec.containers: Required value"
+            yield errors.FieldError("spec.containers", "Required value: a Pod runs at least one container")
+        yield from _pod_spec_problems("spec", self.spec)
 
 
 @register

@@ -5,6 +5,10 @@ stopped, whichever signal stopped it (uvicorn's own signal handling would re-rai
 closed, so the command installs its own handlers: the first signal drains, a second one forces the exit).
 Open watch streams are given `--shutdown-timeout` seconds before they are cut.
 
+Slow clients (`devplace.server._connections`): a request's headers must arrive within `--header-timeout` seconds and
+its body within `--body-timeout`, with no pause longer than `--body-idle-timeout` (else the connection is closed, a
+late body answered 408 first); one client address holds at most `--max-connections-per-client` connections.
+
 `--write-kubeconfig PATH` writes a kubeconfig for this server once its port is bound (so `--port 0` works): cluster,
 user and context `devplace`, the context current, the server's loopback URL (a wildcard listen address becomes
 127.0.0.1 or ::1), a user without credentials. The file is written atomically (a temporary file in the same directory,
@@ -96,10 +100,40 @@ def server(
             "--watch-stall-timeout", help="Drop a watch whose client read nothing this long [default: 60 s]", min=0.001
         ),
     ] = None,
+    header_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--header-timeout", help="Close a connection whose request headers take longer [default: 10 s]", min=0.001
+        ),
+    ] = None,
+    body_idle_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--body-idle-timeout", help="End a request whose body pauses this long (408) [default: 30 s]", min=0.001
+        ),
+    ] = None,
+    body_timeout: Annotated[
+        float | None,
+        typer.Option("--body-timeout", help="End a request whose body takes longer (408) [default: 60 s]", min=0.001),
+    ] = None,
+    max_connections_per_client: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections-per-client", help="Connections one client address may hold [default: 1024]", min=1
+        ),
+    ] = None,
 ) -> None:
     """Serve the store over HTTP: the Kubernetes-style resource API, watch, and the /v2 fleet API."""
     url = store_url(ctx, store)
-    from devplace.server import Auth, TlsFiles, Tokens, uvicorn_options
+    from devplace.server import Auth, ConnectionLimits, TlsFiles, Tokens, uvicorn_options
+
+    defaults = ConnectionLimits()
+    connections = ConnectionLimits(
+        header_timeout=header_timeout or defaults.header_timeout,
+        body_idle_timeout=body_idle_timeout or defaults.body_idle_timeout,
+        body_timeout=body_timeout or defaults.body_timeout,
+        per_client=max_connections_per_client or defaults.per_client,
+    )
 
     if (tls_cert_file is None) != (tls_private_key_file is None):
         raise typer.BadParameter("--tls-cert-file and --tls-private-key-file go together", param_hint="--tls-cert-file")
@@ -164,7 +198,7 @@ def server(
                 access_log=log_level == "debug",
                 lifespan="off",
                 timeout_graceful_shutdown=shutdown_timeout,
-                **uvicorn_options(tls, auth),
+                **uvicorn_options(tls, auth, connections),
             )
             web = EmbeddedServer(config)
 

@@ -5,8 +5,11 @@ over one `Store`.
 - `resources`: the resource API (get, list, create, replace, delete); `requests`: what a request asks for, read
   purely (its target, body and write options); `lists`: paging and resourceVersion rules;
 - `watches`: watch streams; `limits`: how many watches and how long a stalled one waits;
+- `connections`: how long a request's headers and body may take, connections per address, cutting a connection;
 - `patches`: PATCH in its four types, on objects, /status and /scale;
-- `representations`: objects or Tables, by `Accept`; `bodies`: request bodies, capped and decoded off the loop;
+- `representations`: objects or Tables, by `Accept`; `bodies`: request bodies, capped and decoded off the loop, in
+  the media types each verb takes; `framing`: requests refused for their framing (Content-Length with chunked
+  encoding, too many query parameters, too large a head) before anything else reads them;
 - `discoveries`: API discovery; `openapis`: /openapi/v2 and /openapi/v3;
 - `emco`: the /v2 fleet API;
 - `authn`, `authz`, `guards`: who a request comes from, what it may do, and the shells that enforce both;
@@ -18,6 +21,7 @@ One door: every module here is private; this face is what the package promises (
 
 from devplace.server._app import DEFAULT_MAX_BODY_BYTES, EmbeddedServer, create_app, running
 from devplace.server._authn import Auth, TlsFiles, Tokens, uvicorn_options
+from devplace.server._connections import ConnectionLimits
 from devplace.server._discoveries import api_resource_list
 from devplace.server._limits import DEFAULT_MAX_WATCHES, DEFAULT_STALL_TIMEOUT
 from devplace.server._statuses import http_status
@@ -27,6 +31,7 @@ __all__ = [
     "DEFAULT_MAX_WATCHES",
     "DEFAULT_STALL_TIMEOUT",
     "Auth",
+    "ConnectionLimits",
     "EmbeddedServer",
     "TlsFiles",
     "Tokens",

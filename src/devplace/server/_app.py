@@ -11,7 +11,9 @@ wrong method, body too large or undecodable) get a `Status` body of the same sha
 escaped), so a message quoting hostile input (a lone surrogate in a key) can always be sent.
 
 Bodies are read, capped and decoded (off the event loop) by `devplace.server._bodies.BodyGuard` before any route
-runs; a body that does not decode is answered there, in the path's dialect.
+runs; a body that does not decode is answered there, in the path's dialect. Before all of them,
+`devplace.server._framing.RequestFraming` refuses requests whose framing is wrong (Content-Length with chunked
+encoding, too many query parameters, too large a head).
 
 HEAD: every GET route answers HEAD as it answers GET, without the body (RFC 9110): a middleware hands the routes a
 GET and sends only the status and headers; a streaming response (a watch) is ended as soon as they are sent.
@@ -22,7 +24,8 @@ of the body reader (401 and 403 `Status` bodies; `server.authn`, `server.authz`)
 when their client stops reading (`server.limits`); lists are paged by the server (`server.lists`).
 
 `running(app)` serves an app with uvicorn on loopback inside the current event loop (the demo and the tests use it),
-over TLS when given `tls` (`server.authn.TlsFiles`).
+over TLS when given `tls` (`server.authn.TlsFiles`), with `connections` bounding how long a request's headers and
+body may take and how many connections one address may hold (`server.connections.ConnectionLimits`).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from devplace.server import _patches as patches
 from devplace.server import _resources as resources
 from devplace.server import _statuses as http_errors
 from devplace.server._bodies import BodyGuard
+from devplace.server._connections import ConnectionLimits
+from devplace.server._framing import RequestFraming
 from devplace.store import Store
 
 DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' default request size limit
@@ -197,6 +202,7 @@ def create_app(
         app.add_middleware(guards.AccessGuard, auth=auth, store=store, refuse=_refuse)
         store = guards.GuardedStore(store)
     app.state.store = store
+    app.add_middleware(RequestFraming)  # before authentication: framing is refused whoever sends it
     app.add_middleware(_HeadAsGet)  # outermost: everything inside sees a GET
     app.add_exception_handler(errors.DevplaceError, _on_devplace_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
@@ -291,10 +297,12 @@ async def running(
     port: int = 0,
     shutdown_timeout: int = 1,
     tls: authn.TlsFiles | None = None,
+    connections: ConnectionLimits | None = ConnectionLimits(),
 ) -> AsyncIterator[str]:
     """Serve `app` in this event loop; yields the base URL (the bound port when `port` is 0); stops on exit.
 
     Open streams (watches) are cancelled `shutdown_timeout` seconds after exit begins. With `tls` the URL is https.
+    `connections`: the connection limits (`server.connections`; None: uvicorn's own protocol, unbounded).
     """
     config = uvicorn.Config(
         app,
@@ -304,7 +312,7 @@ async def running(
         lifespan="off",
         timeout_graceful_shutdown=shutdown_timeout,
         access_log=False,
-        **authn.uvicorn_options(tls, getattr(app.state, "auth", None)),
+        **authn.uvicorn_options(tls, getattr(app.state, "auth", None), connections),
     )
     server = EmbeddedServer(config)
     task = asyncio.create_task(server.serve())

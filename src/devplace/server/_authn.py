@@ -8,9 +8,10 @@ as SHA-256 digests and looked up by digest, so a lookup's timing says nothing ab
 Client certificates: with `--client-ca-file` the server asks every TLS client for a certificate (optional: a client
 may use a token instead) and verifies it against that CA; the user is the certificate's subject CN, its groups the
 subject's O values (Kubernetes' rule). Uvicorn does not put the TLS peer into the ASGI scope, so the server's HTTP
-protocol class is wrapped (`http_protocol`): on each connection it records the verified peer certificate's identity
-by the connection's client address, which is what `scope["client"]` carries, and forgets it when the connection
-closes. Proxy headers are off (`uvicorn_options`), so a request cannot claim another connection's address.
+protocol class (`server.connections`) tells `PeerCertificates` of each connection: it records the verified peer
+certificate's identity by the connection's client address, which is what `scope["client"]` carries, and forgets it
+when the connection closes. Proxy headers are off (`uvicorn_options`), so a request cannot claim another
+connection's address.
 
 A request with an `Authorization: Bearer` header is that token's identity, or refused (401) when the token is unknown;
 else it is the connection's certificate identity, if any; else it is anonymous, and only /healthz, /livez, /readyz and
@@ -31,6 +32,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.server._authz import Identity
+from devplace.server._connections import ConnectionLimits, connection_protocol
 
 
 @dataclass(frozen=True)
@@ -142,26 +144,6 @@ class PeerCertificates:
         return len(self._by_peer)
 
 
-def http_protocol(peers: PeerCertificates) -> type[asyncio.Protocol]:
-    """Uvicorn's HTTP protocol class, recording each connection's certificate identity in `peers`."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
-
-    base: Any = AutoHTTPProtocol
-
-    class RecordingProtocol(base):  # type: ignore[misc]
-        peer: tuple[str, int] | None = None
-
-        def connection_made(self, transport: asyncio.Transport) -> None:
-            self.peer = peers.connected(transport)
-            super().connection_made(transport)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            peers.disconnected(self.peer)
-            super().connection_lost(exc)
-
-    return RecordingProtocol
-
-
 @dataclass(frozen=True)
 class TlsFiles:
     """The server's certificate and key (PEM), and the CA that client certificates must be signed by (optional)."""
@@ -203,14 +185,21 @@ class Auth:
         return identity
 
 
-def uvicorn_options(tls: TlsFiles | None, auth: Auth | None) -> dict[str, Any]:
-    """`uvicorn.Config` keyword arguments for serving with `tls` (None: plain HTTP) and `auth`."""
-    options: dict[str, Any] = {"proxy_headers": False}
+def uvicorn_options(
+    tls: TlsFiles | None, auth: Auth | None, connections: ConnectionLimits | None = ConnectionLimits()
+) -> dict[str, Any]:
+    """`uvicorn.Config` keyword arguments for serving with `tls` (None: plain HTTP), `auth` and `connections`: the
+    HTTP protocol class that enforces them (`server.connections`); None: uvicorn's own h11 protocol, unbounded (for
+    comparison: bench/hostile.py), unless client certificates need recording."""
+    peers = None
+    if tls is not None and tls.client_ca_file and auth is not None and auth.client_certificates:
+        peers = auth.peers
+    options: dict[str, Any] = {"proxy_headers": False, "ws": "none", "http": "h11"}
+    if connections is not None or peers is not None:
+        options["http"] = connection_protocol(connections or ConnectionLimits.unlimited(), peers)
     if tls is None:
         return options
     options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)
     if tls.client_ca_file:
         options.update(ssl_ca_certs=tls.client_ca_file, ssl_cert_reqs=ssl.CERT_OPTIONAL)
-        if auth is not None and auth.client_certificates:
-            options["http"] = http_protocol(auth.peers)
     return options

@@ -32,8 +32,13 @@ replaces, so the decision holds for what is written). Every refusal is a `Denied
 | node-referenced-sources       | node   | ConfigMaps and Secrets that no Configuration's discoveryProperties name    |
 | node-configuration-conditions | node   | a Configuration write that changes more than its own status.conditions     |
 | node-instance-create          | node   | creating an Instance that lists another node or has a held slot            |
+| node-instance-capacity        | node   | an Instance's size other than its Configuration's capacity: creating one   |
+|                               |        | of another capacity, changing capacity to anything else, dropping a free   |
+|                               |        | slot below capacity                                                        |
 | node-instance-nodes           | node   | `spec.nodes` changes other than adding or removing itself                  |
 | node-instance-slots           | node   | a slot change where a holder (before or after) is another node             |
+| node-instance-claim           | node   | claiming a slot of an Instance that does not list it before and after the  |
+|                               |        | write (joining is a write of its own; the claim follows it)                |
 | node-instance-fields          | node   | changing other Instance fields (capacity, free slots and brokerProperties  |
 |                               |        | only while it is listed: its agent follows the Configuration)              |
 | node-instance-delete          | node   | deleting an Instance another node still lists                              |
@@ -43,9 +48,28 @@ Instances and Nodes; read its Pods (`spec.nodeName` is itself) and the ConfigMap
 discoveryProperties name (by name: list and watch with `metadata.name=<name>` in a namespace); write its own Node;
 write its Pods' `status`; write its own DiscoveryFailed / ResourceNameConflict entries (`node: <itself>`) of a
 Configuration's status.conditions; create Instances listing only itself with free slots; join and leave Instances
-(`spec.nodes`), claim and release slots it holds, mark an Instance nobody sees offline (the offline-since
-annotation), resize an Instance it is listed on (capacity, free slots, brokerProperties); delete Instances no other node
-lists. This follows Kubernetes' NodeRestriction admission: a node writes only its own share.
+(`spec.nodes`), claim slots of Instances it is listed on and release slots it holds, mark an Instance nobody sees
+offline (the offline-since annotation), resize an Instance it is listed on to its Configuration's capacity (free
+slots follow the capacity) and write its brokerProperties; delete Instances no other node lists. This follows
+Kubernetes' NodeRestriction admission: a node writes only its own share.
+
+An Instance's size is its Configuration's: `admit` is given the Configuration the Instance names (`configuration`,
+read by `server.guards` only when `needs_configuration` says so: a node creating an Instance, or changing its
+capacity) and a node's create or capacity change must carry exactly that capacity, so a node can follow a
+Configuration's change (the agent's capacity sync) but never resize a shared Instance to anything else. The slots
+follow the capacity by the Instance model's own rule (`api.usage_problems`: every slot below capacity exists, a free
+one at or beyond it does not), and a node may not drop a free slot below capacity. The Configuration is read apart
+from the compare-and-swap that writes the Instance: a node that races an admin's change of the capacity may write
+the old or the new value, never a third.
+
+What the server cannot check is whether a node sees a shared device: discovery runs on the node (a camera on its
+network, a USB device on its bus) and no Configuration field says which nodes may see what, so a node may join any
+Instance (`spec.nodes`), as its agent does when its discovery reports the device. A claim needs the node listed
+before and after the write (`node-instance-claim`, as the agent's Allocate does), so a join is always its own write,
+seen by every watcher before any claim. A node identity that lies about what it sees gains this: it may list itself
+on a shared Instance and then hold its free slots (the other nodes' pods wait for a slot), and it gets the Instance's
+brokerProperties in AllocateResponses (which node identities read anyway). It cannot take a held slot, resize the
+Instance, remove another node, or delete it while another node lists it; an admin sees it in `spec.nodes`.
 
 Server-managed metadata (resourceVersion, generation, managedFields, uid, creationTimestamp) is ignored when
 comparing an update's before and after: the server writes it, not the caller.
@@ -59,7 +83,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs
 
 from devplace import errors
-from devplace.api import lookup_plural, named_node
+from devplace.api import lookup_plural, named_node, slot_index
 
 Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 Area = Literal["public", "discovery", "resource", "store", "fleet", "other"]
@@ -322,10 +346,31 @@ def _node_read(node: str, action: Action, referenced: frozenset[Source]) -> Deci
 # -- objects ----------------------------------------------------------------------------------------------------------
 
 
-def admit(role: Role, op: Op, kind: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> Decision:
+def needs_configuration(
+    role: Role, op: Op, kind: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> bool:
+    """Whether `admit` needs the Configuration of the Instance written (its capacity): a node creating an Instance
+    or changing one's capacity. Every other write (claims, joins) is decided without reading it."""
+    if role.name != "node" or kind != "Instance":
+        return False
+    return op == "create" or (
+        op == "update" and _spec(before or {}).get("capacity") != _spec(after or {}).get("capacity")
+    )
+
+
+def admit(
+    role: Role,
+    op: Op,
+    kind: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    *,
+    configuration: Mapping[str, Any] | None = None,
+) -> Decision:
     """Whether `role` may do `op` on an object of `kind` that is `before` (None for a create) and becomes `after`
     (None for a get or delete). Admins may do anything; readers and identities without a role only read; node
-    identities follow the node rules (module docstring)."""
+    identities follow the node rules (module docstring). `configuration` is the stored Configuration an Instance
+    names (None: there is none), read when `needs_configuration` says so."""
     if role.name == "admin":
         return ALLOWED
     if role.name != "node":
@@ -345,10 +390,10 @@ def admit(role: Role, op: Op, kind: str, before: Mapping[str, Any] | None, after
         return ALLOWED
     if kind == "Instance":
         if op == "create":
-            return _instance_create(node, after or {})
+            return _instance_create(node, after or {}, configuration)
         if op == "delete":
             return _instance_delete(node, before or {})
-        return _instance_update(node, before or {}, after or {})
+        return _instance_update(node, before or {}, after or {}, configuration)
     if kind == "Configuration" and op == "update":
         return _configuration_update(node, before or {}, after or {})
     if kind == "Pod" and op == "update":
@@ -405,14 +450,31 @@ def _without(
     return out
 
 
-def _instance_create(node: str, after: Mapping[str, Any]) -> Decision:
+def _instance_create(node: str, after: Mapping[str, Any], configuration: Mapping[str, Any] | None) -> Decision:
     nodes = _nodes(after)
     if nodes != [node]:
         return Denied("node-instance-create", f"a new Instance must list exactly {node} in spec.nodes, not {nodes}")
     held = sorted(slot for slot, holder in _usage(after).items() if holder != "")
     if held:
         return Denied("node-instance-create", f"a new Instance's slots must all be free ({', '.join(held)} are not)")
-    return ALLOWED
+    return _configured_capacity(after, configuration) or ALLOWED
+
+
+def _configured_capacity(instance: Mapping[str, Any], configuration: Mapping[str, Any] | None) -> Denied | None:
+    """Refused unless `instance`'s capacity is its Configuration's (module docstring)."""
+    meta = instance.get("metadata")
+    namespace = str(meta.get("namespace") or "") if isinstance(meta, Mapping) else ""
+    name = f"{namespace}/{_spec(instance).get('configurationName')}"
+    capacity = _spec(instance).get("capacity")
+    if configuration is None:
+        return Denied("node-instance-capacity", f"spec.capacity follows its Configuration, and {name} does not exist")
+    wanted = _spec(configuration).get("capacity", 1)
+    if capacity != wanted:
+        return Denied(
+            "node-instance-capacity",
+            f"spec.capacity is its Configuration's capacity ({wanted}), not {capacity} (Configuration {name})",
+        )
+    return None
 
 
 def _instance_delete(node: str, before: Mapping[str, Any]) -> Decision:
@@ -425,7 +487,9 @@ def _instance_delete(node: str, before: Mapping[str, Any]) -> Decision:
 _INSTANCE_VOLATILE = frozenset({"nodes", "deviceUsage", "capacity", "brokerProperties"})
 
 
-def _instance_update(node: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> Decision:
+def _instance_update(
+    node: str, before: Mapping[str, Any], after: Mapping[str, Any], configuration: Mapping[str, Any] | None
+) -> Decision:
     old_nodes, new_nodes = _nodes(before), _nodes(after)
     if [n for n in old_nodes if n != node] != [n for n in new_nodes if n != node] or new_nodes.count(node) > 1:
         return Denied(
@@ -437,6 +501,12 @@ def _instance_update(node: str, before: Mapping[str, Any], after: Mapping[str, A
     for field in ("capacity", "brokerProperties"):
         if old_spec.get(field) != new_spec.get(field) and not listed:
             return Denied("node-instance-fields", f"spec.{field} may change only while {node} is listed in spec.nodes")
+    if old_spec.get("capacity") != new_spec.get("capacity"):
+        refused = _configured_capacity(after, configuration)
+        if refused is not None:
+            return refused
+    capacity = new_spec.get("capacity")
+    instance = _name(after)
     old_usage, new_usage = _usage(before), _usage(after)
     for slot in sorted(set(old_usage) | set(new_usage)):
         old, new = old_usage.get(slot), new_usage.get(slot)
@@ -446,10 +516,25 @@ def _instance_update(node: str, before: Mapping[str, Any], after: Mapping[str, A
         for holder in (was, becomes):
             if holder is not None and holder != node:
                 return Denied("node-instance-slots", f"slot {slot} is held by {holder} ({old!r} -> {new!r})")
-        if was is None and becomes is None and not listed:  # a free slot added or removed: a resize
+        if becomes == node and was != node and not listed:
+            why = "does not list it yet" if node not in old_nodes else "leaves it in the same write"
             return Denied(
-                "node-instance-slots", f"free slot {slot} may be added or removed only while {node} is listed"
+                "node-instance-claim",
+                f"{node} claims slot {slot} of an Instance {node} {why}: a node joins (spec.nodes) in a write of "
+                "its own, then claims",
             )
+        if was is None and becomes is None:  # a free slot added or removed: a resize
+            if not listed:
+                return Denied(
+                    "node-instance-slots", f"free slot {slot} may be added or removed only while {node} is listed"
+                )
+            index = slot_index(instance, str(slot))
+            below = index is not None and isinstance(capacity, int) and index < capacity
+            if new is None and below:
+                return Denied(
+                    "node-instance-capacity",
+                    f"free slot {slot} is below capacity {capacity}: it goes only when the capacity drops below it",
+                )
     fixed_before = _without(before, spec=_INSTANCE_VOLATILE, annotations=frozenset({OFFLINE_SINCE}))
     fixed_after = _without(after, spec=_INSTANCE_VOLATILE, annotations=frozenset({OFFLINE_SINCE}))
     if fixed_before != fixed_after:

@@ -26,6 +26,14 @@ the /v2 fleet API answers it with 422, as EMCO does for a body that does not par
 `devplace.server._statuses`), with the same reason, `BadRequest`, naming what went wrong: the code follows each API's
 dialect, the reason says what kind of failure it was, in both. FastAPI's own "not JSON" on /v2 (a body without a
 content type that only parses as YAML) maps to the same Malformed in `server.app`.
+
+Media types (Kubernetes' input negotiation, on the resource API and /store; the /v2 fleet API keeps EMCO's own
+rules): a POST or PUT body, and a DELETE's DeleteOptions when it has one, is `application/json` or `application/yaml`
+(parameters such as `charset` and the case of the type do not matter); any other type is 415 `UnsupportedMediaType`
+with Kubernetes' message, before the body is read. A body without a Content-Type is JSON, as kube-apiserver reads it
+(the first type it serves), so YAML must say so. A PATCH body is decoded only in one of the four patch types; in any
+other the route refuses it with 415 naming the types its kind takes (`server.patches`), without decoding it.
+Protobuf is refused too: devplace has no protobuf codec (kube-apiserver takes it for its built-in kinds).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from devplace import errors
 from devplace.api import MAX_DEPTH, json_tree, yaml_documents, yaml_where
+from devplace.kubeapi import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 
 DECODE_THREADS = 4
 """Bodies decoded at once in worker threads; more wait their turn (the decode of one large YAML body takes seconds)."""
@@ -53,6 +62,10 @@ INLINE_JSON_BYTES = 8 * 1024
 """JSON bodies up to this size are decoded on the event loop (cheaper than a thread hop, bounded in time)."""
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+WRITE_MEDIA_TYPES = ("application/json", "application/yaml")
+"""What a POST, PUT or DELETE body of the resource API may be; the first is what a body without a type is."""
+_PATCH_MEDIA_TYPES = frozenset({JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH})
+_NEGOTIATED = ("/api/", "/apis/", "/store/")  # Kubernetes' input negotiation (module docstring); not /v2
 _FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")
 _A_FORM = object()  # what `BodyGuard` records for a form body it left to the route
 
@@ -94,6 +107,11 @@ class BodyGuard:
         if scope["method"] not in _BODY_METHODS:
             await self.app(scope, _limited(receive, self.limit), send)
             return
+        content_type = _header(scope, b"content-type")
+        negotiated = str(scope.get("path", "")).startswith(_NEGOTIATED)
+        if negotiated and scope["method"] in ("POST", "PUT") and not _writable(content_type):
+            await self.refuse(unsupported_media_type(), scope)(scope, receive, send)
+            return
         chunks: list[bytes] = []
         seen = 0
         while True:
@@ -109,13 +127,20 @@ class BodyGuard:
             if not message.get("more_body", False):
                 break
         raw = b"".join(chunks)
-        content_type = _header(scope, b"content-type")
         token = None
-        if _media(content_type) in _FORMS:
+        read_as = content_type
+        if negotiated:
+            read_as = content_type or WRITE_MEDIA_TYPES[0]
+            if scope["method"] == "DELETE" and raw.strip() and not _writable(content_type):
+                await self.refuse(unsupported_media_type(), scope)(scope, receive, send)
+                return
+        if negotiated and scope["method"] == "PATCH" and _media(content_type) not in _PATCH_MEDIA_TYPES:
+            pass  # no patch type: the route refuses it (415, with the types the kind takes) without decoding it
+        elif _media(content_type) in _FORMS:
             token = _DECODED.set(_Decoded(raw, content_type, _A_FORM))
         elif raw.strip():
             try:
-                value = await self._decode(raw, content_type)
+                value = await self._decode(raw, read_as)
             except errors.DevplaceError as e:
                 await self.refuse(e, scope)(scope, receive, send)
                 return
@@ -184,6 +209,19 @@ def _content_length(scope: Scope) -> int | None:
 
 def _media(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _writable(content_type: str | None) -> bool:
+    """Whether a resource API write body in `content_type` is read (None: JSON, as kube-apiserver reads it)."""
+    return not (content_type or "").strip() or _media(content_type) in WRITE_MEDIA_TYPES
+
+
+def unsupported_media_type() -> errors.UnsupportedMediaType:
+    """Kubernetes' 415 for a write body in a media type it does not read."""
+    return errors.UnsupportedMediaType(
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(WRITE_MEDIA_TYPES)
+    )
 
 
 def _is_json(raw: bytes, content_type: str | None) -> bool:

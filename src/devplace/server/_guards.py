@@ -10,7 +10,9 @@ reads one of those. An allowed request runs with its principal in a context vari
 
 `GuardedStore` wraps the store the routes use. For a request of a node identity it asks `authz.admit` on every
 operation: the object read for a Pod get, the object to create, the stored object and its replacement for an update,
-the stored object for a delete. An update is checked against the stored object only when that is the revision the
+the stored object for a delete; with, when `authz.needs_configuration` says so (a node creating an Instance or
+changing its capacity), the Configuration the Instance names, read from the store as it is then. An update is
+checked against the stored object only when that is the revision the
 update replaces (else the store would refuse it with `Conflict` anyway, and so does the wrapper, without asking);
 a delete is sent with the revision checked as its precondition. So what `admit` saw is exactly what is replaced:
 a write that slips in between makes the compare-and-swap fail, never pass unchecked. Requests of admins, and calls
@@ -33,7 +35,7 @@ from devplace.server import _authz as authz
 from devplace.server import _statuses as http_errors
 from devplace.server._authn import Auth
 from devplace.server._authz import Identity, Role
-from devplace.store import ObjectList, Store, WatchStream, key_of, resource_version_of
+from devplace.store import EncodedPage, ObjectList, Store, WatchStream, key_of, resource_version_of
 
 USER_KEY = "devplace.user"
 """The ASGI scope key the guard sets to the authenticated user's name."""
@@ -115,11 +117,17 @@ async def referenced_sources(store: Store) -> frozenset[authz.Source]:
     return frozenset(found)
 
 
-def _check(op: authz.Op, kind: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> None:
+def _check(
+    op: authz.Op,
+    kind: str,
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+    configuration: Mapping[str, Any] | None = None,
+) -> None:
     principal = _PRINCIPAL.get()
     if principal is None or principal.role.name == "admin":
         return
-    decision = authz.admit(principal.role, op, kind, before, after)
+    decision = authz.admit(principal.role, op, kind, before, after, configuration=configuration)
     if isinstance(decision, authz.Denied):
         obj = after if after is not None else before
         meta = (obj or {}).get("metadata") or {}
@@ -140,9 +148,26 @@ class GuardedStore:
     def __init__(self, inner: Store) -> None:
         self.inner = inner
 
+    async def _configuration(
+        self, op: authz.Op, kind: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """The Configuration an Instance names, when `admit` needs it for this write (None: none, or not needed)."""
+        principal = _PRINCIPAL.get()
+        if principal is None or not authz.needs_configuration(principal.role, op, kind, before, after):
+            return None
+        spec = after.get("spec")
+        name = spec.get("configurationName") if isinstance(spec, Mapping) else None
+        if not isinstance(name, str) or not name:
+            return None
+        try:
+            return await self.inner.get("Configuration", name, key_of(after).namespace)
+        except errors.NotFound:
+            return None
+
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         if _guarded():
-            _check("create", key_of(obj).kind, None, obj)
+            kind = key_of(obj).kind
+            _check("create", kind, None, obj, await self._configuration("create", kind, None, obj))
         return await self.inner.create(obj)
 
     async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
@@ -156,6 +181,21 @@ class GuardedStore:
     ) -> ObjectList:
         return await self.inner.list(kind, namespace, selector, fields=fields)
 
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> EncodedPage:
+        return await self.inner.list_page(
+            kind, namespace, selector, fields=fields, after=after, limit=limit, max_bytes=max_bytes
+        )
+
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         if _guarded():
             key = key_of(obj)
@@ -167,7 +207,7 @@ class GuardedStore:
                     f"Operation cannot be fulfilled on {key}: the object has been modified; please apply your changes "
                     f"to the latest version and try again (resourceVersion {expected} is stale, current is {stored})"
                 )
-            _check("update", key.kind, current, obj)
+            _check("update", key.kind, current, obj, await self._configuration("update", key.kind, current, obj))
         return await self.inner.update(obj)
 
     async def delete(

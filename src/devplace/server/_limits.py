@@ -13,9 +13,10 @@ them the store's watcher queues at most a bounded number of events and bytes and
 from history, or to end with `Gone` when history has been compacted past them (the stores' module docstrings). So
 memory stays bounded whatever a client does. What this module adds: a `send` that has waited `stall_timeout` seconds
 for the client to read ends the watch: the stream is told the client went away (it exits the store watch at once)
-and the connection is closed. The client sees its stream end and watches again from the last revision it read: it
-resumes, or relists on `Gone` (410) when history has moved on. Kubernetes' API server likewise closes watchers that
-cannot keep up.
+and the connection is reset at once (`server.connections.drop_connection`): the bytes queued for the client, in
+uvicorn's buffer and the kernel's, are freed then, not kept until a client that reads nothing reads them. The client
+sees its stream end and watches again from the last revision it read: it resumes, or relists on `Gone` (410) when
+history has moved on. Kubernetes' API server likewise closes watchers that cannot keep up.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from devplace import errors
 from devplace.server import _statuses as http_errors
+from devplace.server._connections import drop_connection
 from devplace.server._guards import USER_KEY
 
 DEFAULT_MAX_WATCHES = 512
@@ -102,9 +104,10 @@ def _too_many(key: str, held: int) -> ASGIApp:
 class _Bounded:
     """One watch response whose sends may wait at most `stall` seconds each (module docstring).
 
-    On a stall the request's task is cancelled (the watch response then exits the store watch, as when its client
-    goes away) and the cancellation is taken back here, so the request ends without an error of its own; uvicorn then
-    closes the connection, whose response never completed."""
+    On a stall the connection is reset and the request's task is cancelled (the watch response then exits the store
+    watch, as when its client goes away); the cancellation is taken back here, so the request ends without an error
+    of its own. Under a server without `server.connections`' protocol uvicorn closes the connection instead, once
+    its buffer drains."""
 
     def __init__(self, app: ASGIApp, stall: float, key: str) -> None:
         self.app = app
@@ -132,6 +135,7 @@ class _Bounded:
                     self.stall,
                 )
                 self.stalled = True
+                drop_connection(scope)
                 if request is not None:
                     request.cancel()
 

@@ -1,20 +1,31 @@
 """Lists as Kubernetes serves them: `limit` and `continue` paging, `resourceVersion` and `resourceVersionMatch`.
 
-Pure: the resource API parses a list request's query into `ListOptions`, lists through the store, and cuts the page
-here. The store lists in key order (namespace, then name), so a page ends at a key and the next one starts after it.
+The resource API parses a list request's query into `ListOptions` here, has the store cut the page
+(`Store.list_page`: the objects after a key, as their stored JSON) and answers it with `list_metadata`'s metadata.
+The store lists in key order (namespace, then name), so a page ends at a key and the next one starts after it.
 
 Paging. `limit=N` returns at most N items and, when more remain, `metadata.continue` (an opaque token: base64 of the
-first page's revision and the last key served) and `metadata.remainingItemCount`. The server pages every list: a request
-without `limit`, or with a larger one, gets at most `MAX_LIST_ITEMS` items and a `continue` token when more remain, so
-no response grows with the store (Kubernetes clients follow `continue`; so does the remote store backend). Kubernetes
-serves every page from etcd's snapshot at the first page's revision. devplace's stores keep no snapshots, so each page
-is cut from the current state, after the last key served: an object changed while a client pages shows its newer state
-if it sorts after the page boundary, and an object created before the boundary meanwhile is not in the pages. Every
-page's `metadata.resourceVersion` is the first page's revision, so a client that lists then watches from that revision
-(an informer, `kubectl get -w`) is replayed every change made while it paged, and ends up with the current state (it may
-see an object's newer state in a page and then again, as MODIFIED, in the watch). A token whose revision the store has
-compacted is refused with 410 `Expired`, as Kubernetes does, since a watch from it would be too; a token that does not
-decode is 400 naming `continue`.
+first page's revision and the last key the page examined) and, for a list without a label or field selector,
+`metadata.remainingItemCount` (Kubernetes leaves it out when selectors make the count unknown). The server pages
+every list by count and by bytes: a request without `limit`, or with a larger one, gets at most `MAX_LIST_ITEMS`
+items, and a page ends before the object that would take its objects' JSON past `MAX_LIST_BYTES` (it holds at least
+one object; 1.5 MiB at most each), with a `continue` token when more remain. So no response grows with the store, and
+a list of big objects costs the event loop one page at a time, whoever asks (Kubernetes clients follow `continue`;
+so does the remote store backend; `limit=500` alone would let 500 objects of 1.5 MiB through). A page whose label or
+field selector skipped more than `MAX_LIST_BYTES` of objects the store had to decode may end early, even with no
+items, and carry a `continue` token, as a Kubernetes page may. The page is sent as the store keeps its objects' JSON,
+a slice of the response at a time (`server.representations`).
+
+Consistency. Kubernetes serves every page from etcd's snapshot at the first page's revision. devplace's stores keep
+no snapshots, so each page (read in one go) is cut from the current state, after the last key served: an object
+changed while a client pages shows its newer state if it sorts after the page boundary, and an object created before
+the boundary meanwhile is not in the pages. Every page's `metadata.resourceVersion` is the first page's revision, so a
+client that lists then watches from that revision (an informer, `kubectl get -w`) is replayed every change made while
+it paged, and ends up with the current state (it may see an object's newer state in a page and then again, as
+MODIFIED, in the watch). A watch start (Kubernetes' ADDED events, `every_object`) reads the store the same way, a
+page at a time, and watches from its first page's revision. A token whose revision the store has compacted is refused
+with 410 `Expired`, as Kubernetes does, since a watch from it would be too; a token that does not decode is 400
+naming `continue`.
 
 `resourceVersion` on a list: unset, "" and "0" read the current state; `N` with `resourceVersionMatch` unset or
 `NotOlderThan` reads the current state if the store has reached N, else `ResourceVersionTooLarge` (504, Kubernetes'
@@ -28,15 +39,20 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from devplace import errors
 from devplace.api import parse_revision
+from devplace.store import EncodedPage, Store
 
 MAX_LIST_ITEMS = 5000
 """The most items one list response carries (module docstring); read at each request, so tests may lower it."""
+
+MAX_LIST_BYTES = 4 * 1024 * 1024
+"""The most bytes of objects' JSON one list response carries past its first object (module docstring); read at each
+request, so tests may lower it. Also what a watch start reads of the store at a time."""
 
 Match = Literal["", "NotOlderThan", "Exact"]
 _MATCHES: tuple[Match, ...] = ("", "NotOlderThan", "Exact")
@@ -131,33 +147,35 @@ def check_revision(options: ListOptions, current: int) -> None:
         )
 
 
-@dataclass(frozen=True)
-class Page:
-    items: list[dict[str, Any]]
-    metadata: dict[str, Any]
-
-
-def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-
-def page(items: Sequence[dict[str, Any]], revision: int, options: ListOptions) -> Page:
-    """The page of `items` (a full list in key order at `revision`) that `options` asks for, with its list
-    metadata: resourceVersion (the first page's), and `continue` and `remainingItemCount` when more remain."""
+def after(options: ListOptions) -> tuple[str, str] | None:
+    """The key a page starts after: its `continue` token's, or none for a first page."""
     start = options.continue_from
-    if start is not None:
-        after = (start.namespace, start.name)
-        rest = [obj for obj in items if _key(obj) > after]
-        revision = start.revision
-    else:
-        rest = list(items)
+    return None if start is None else (start.namespace, start.name)
+
+
+def list_metadata(page: EncodedPage, options: ListOptions, *, selected: bool) -> dict[str, Any]:
+    """A page's list metadata: resourceVersion (the first page's), and `continue` when more remain, with
+    `remainingItemCount` unless a label or field selector (`selected`) makes the count unknown."""
+    revision = page.revision if options.continue_from is None else options.continue_from.revision
     metadata: dict[str, Any] = {"resourceVersion": str(revision)}
-    limit = options.limit
-    if limit is None or len(rest) <= limit:
-        return Page(rest, metadata)
-    served = rest[:limit]
-    namespace, name = _key(served[-1])
-    metadata["continue"] = encode_continue(revision, namespace, name)
-    metadata["remainingItemCount"] = len(rest) - limit
-    return Page(served, metadata)
+    if page.remaining and page.last is not None:
+        metadata["continue"] = encode_continue(revision, *page.last)
+        if not selected:
+            metadata["remainingItemCount"] = page.remaining
+    return metadata
+
+
+async def every_object(
+    store: Store, kind: str, namespace: str | None, selector: str | None, fields: str | None, first: EncodedPage
+) -> AsyncGenerator[bytes, None]:
+    """The JSON of every object `first` and the pages after it hold: a watch start's, read a page at a time (each
+    at the store's state when it is read, as a client paging would see them)."""
+    page = first
+    while True:
+        for item in page.items:
+            yield item.body
+        if not page.remaining or page.last is None:
+            return
+        page = await store.list_page(
+            kind, namespace, selector, fields=fields, after=page.last, limit=MAX_LIST_ITEMS, max_bytes=MAX_LIST_BYTES
+        )

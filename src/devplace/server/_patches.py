@@ -22,6 +22,12 @@ patch may change status (devplace's parts write whole objects).
 `metadata.managedFields` is the server's (`kubeapi.managedfields`): an apply records the applier's fields, every other
 patch an `Update` entry for its manager (`fieldManager`, else the User-Agent up to its first `/`), with `subresource`
 set for /status and /scale. A patch cannot write managedFields itself.
+
+An apply body is a whole configuration of the object the URL names, as Kubernetes requires: its `apiVersion` and
+`kind` are given and are the URL's (for /scale: `autoscaling/v1` `Scale`), and a `metadata.name` or
+`metadata.namespace` it gives is the URL's; anything else is 400 `BadRequest` naming the field, before the object is
+read. (A name left out is the URL's.) Every patch's result then passes what a PUT of it would (`prepare_write` and
+the kind's rules: a Pod left without containers is 422), so no patch type stores what PUT refuses.
 """
 
 from __future__ import annotations
@@ -124,6 +130,33 @@ def _unchanged(current: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     )
 
 
+_SCALE_API_VERSION = "autoscaling/v1"
+
+
+def _check_apply_body(body: Mapping[str, Any], target: Target, subresource: str) -> None:
+    """An apply body names the object the URL names (module docstring): else `Malformed` (400) naming each field."""
+    api_version, kind = (
+        (_SCALE_API_VERSION, "Scale") if subresource == "scale" else (target.api_version, target.info.kind)
+    )
+    problems: list[errors.FieldError] = []
+    for field, wanted in (("apiVersion", api_version), ("kind", kind)):
+        given = body.get(field)
+        if given is None or given == "":
+            problems.append(errors.FieldError(field, f"an apply patch names its {field}: {wanted}"))
+        elif given != wanted:
+            problems.append(errors.FieldError(field, f"{str(given)[:100]!r} does not match the URL's {wanted}"))
+    meta = body.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    in_url = {"name": target.name, "namespace": target.namespace if target.info.namespaced else None}
+    for field, expected in in_url.items():
+        given = meta.get(field)
+        if expected is not None and given not in (None, "") and given != expected:
+            said = f"the {field} of the object ({str(given)[:100]}) does not match the {field} on the URL ({expected})"
+            problems.append(errors.FieldError(f"metadata.{field}", said))
+    if problems:
+        raise errors.Malformed("; ".join(str(p) for p in problems), problems)
+
+
 class _Patches:
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
@@ -171,6 +204,8 @@ class _Patches:
         else:
             body = decode_body(raw, request.headers.get("content-type"))
         assert target.name is not None
+        if patch_type == APPLY_PATCH:
+            _check_apply_body(body, target, subresource)
         return _Request(
             target,
             subresource,

@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from devplace import errors
@@ -104,7 +104,6 @@ from devplace.server._requests import (
 )
 from devplace.server._watches import NDJSON, WATCH_JSON
 from devplace.store import (
-    Event,
     Store,
     cas,
     key_fields,
@@ -201,6 +200,8 @@ def _path_param(name: str, description: str) -> dict[str, Any]:
 
 
 _LIST_OPENAPI = [p.openapi3() for p in LIST_QUERY]
+_STORE_WATCH_QUERY = frozenset({"kind", "namespace", "sendInitialEvents", *(p.name for p in LIST_QUERY)})
+"""The parameters /store/watch reads (`store_watch` refuses any other)."""
 _WRITE_OPENAPI = [p.openapi3() for p in WRITE_QUERY]
 _DELETE_OPENAPI = [p.openapi3() for p in DELETE_QUERY]
 
@@ -266,13 +267,21 @@ class _Routes:
         if query_flag("watch", query.get("watch")):
             return await self._watch(request, kind, namespace, target, shown)
         options = lists.list_options(query)
-        result = await self.store.list(kind, namespace, selector, fields=fields)
-        lists.check_revision(options, result.revision)
+        page = await self.store.list_page(
+            kind,
+            namespace,
+            selector,
+            fields=fields,
+            after=lists.after(options),
+            limit=options.limit or lists.MAX_LIST_ITEMS,
+            max_bytes=lists.MAX_LIST_BYTES,
+        )
+        lists.check_revision(options, page.revision)
         if options.continue_from is not None:
             await self._check_continuable(kind, namespace, selector, fields, options.continue_from.revision)
-        page = lists.page(result.items, result.revision, options)
-        body = shown.list_body(kind, target.api_version, page.items, page.metadata, self.clock.now())
-        return JSONResponse(body)
+        metadata = lists.list_metadata(page, options, selected=selector is not None or fields is not None)
+        body = shown.list_chunks(kind, target.api_version, page.items, metadata, self.clock.now())
+        return StreamingResponse(body, media_type="application/json")
 
     async def _check_continuable(
         self, kind: str, namespace: str | None, selector: str | None, fields: str | None, revision: int
@@ -306,11 +315,13 @@ class _Routes:
             raise errors.Invalid.field("sendInitialEvents", "is not supported: list, then watch from the list")
         media_type = watches.watch_media_type(request.headers.get("accept"), store_protocol=target is None)
         selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
-        initial: list[Event] = []
+        initial = None
         if target is not None and kind is not None and media_type == WATCH_JSON and not since:
-            listing = await self.store.list(kind, namespace, selector, fields=fields)
-            since = listing.revision
-            initial = [Event("ADDED", obj, listing.revision) for obj in listing.items]
+            first = await self.store.list_page(
+                kind, namespace, selector, fields=fields, limit=lists.MAX_LIST_ITEMS, max_bytes=lists.MAX_LIST_BYTES
+            )
+            since = first.revision
+            initial = lists.every_object(self.store, kind, namespace, selector, fields, first)
         stream = self.store.watch(kind, namespace, since=since, selector=selector, fields=fields)
         render = None
         if shown is not None and shown.table is not None and kind is not None:
@@ -509,7 +520,17 @@ class _Routes:
         return JSONResponse({"revision": raw})
 
     async def store_watch(self, request: Request) -> Response:
+        """A watch across kinds. Its parameters are devplace's own, so one it does not take is refused (400 naming
+        it) rather than ignored: a watch that silently starts elsewhere than asked is worse than none."""
         query = request.query_params
+        unknown = sorted(set(query.keys()) - _STORE_WATCH_QUERY)
+        if unknown:
+            hint = " (the revision to start after is resourceVersion)" if "revision" in unknown else ""
+            raise errors.Malformed(
+                f"/store/watch does not take {', '.join(repr(n[:40]) for n in unknown[:5])}{hint}; it takes "
+                f"{', '.join(sorted(_STORE_WATCH_QUERY))}",
+                [errors.FieldError(n[:100], "not a parameter of /store/watch") for n in unknown[:20]],
+            )
         kind = query.get("kind") or None
         namespace = query.get("namespace")
         check_selectors(kind, namespace, query)

@@ -6,14 +6,17 @@ which client-go decodes with its JSON stream serializer; a client that asks for 
 or says nothing more precise, gets the same lines under that name.
 
 Entry: the store's watch is entered (registered) before any byte is sent, so a watch misses nothing written after
-the response began. The caller may pass `initial` events to send first (the resource API sends a Kubernetes client
-the current objects as ADDED events when it watches without a resourceVersion, as Kubernetes does). A refusal at
-entry (a bad selector, a closed store) is an HTTP error `Status`. A `resourceVersion` the store has compacted (or
-one beyond its revision) is answered as Kubernetes answers it to a JSON watch: 200, then one `ERROR` event whose
-object is a `Status` (410, reason `Expired`), then the end of the stream; informers and `kubectl get -w` relist on
-it. NDJSON clients get that refusal as a 410 `Status` response instead, before streaming: devplace's remote store
-backend asks for NDJSON and so raises `Gone` when it enters the watch, as the store contract requires. A failure
-after entry (history compacted under a slow reader, the store closing) is an `ERROR` event in both forms.
+the response began. The caller may pass `initial` objects to send first as ADDED events, their JSON as the store keeps
+it (the resource API sends a Kubernetes client the current objects when it watches without a resourceVersion, as
+Kubernetes does, reading them a page at a time: `server.lists.every_object`); they go out a slice at a time, the
+event loop running its other tasks between two slices (`server.representations.paced`), so a watch start over big
+objects never holds the loop for longer than a slice. A store failure while they are read is an `ERROR` event.
+A refusal at entry (a bad selector, a closed store) is an HTTP error `Status`. A `resourceVersion` the store has
+compacted (or one beyond its revision) is answered as Kubernetes answers it to a JSON watch: 200, then one `ERROR`
+event whose object is a `Status` (410, reason `Expired`), then the end of the stream; informers and `kubectl get -w`
+relist on it. NDJSON clients get that refusal as a 410 `Status` response instead, before streaming: devplace's
+remote store backend asks for NDJSON and so raises `Gone` when it enters the watch, as the store contract requires.
+A failure after entry (history compacted under a slow reader, the store closing) is an `ERROR` event in both forms.
 
 Bookmarks: with `allowWatchBookmarks=true` the stream carries a `BOOKMARK` event every `interval` seconds of the
 app's clock (Kubernetes sends about one a minute), `{"type": "BOOKMARK", "object": {"kind": K, "apiVersion": V,
@@ -35,17 +38,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import orjson
 from fastapi.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from devplace import errors
 from devplace.clocks import Clock
 from devplace.server import _statuses as http_errors
+from devplace.server._representations import paced
 from devplace.store import Event, WatchStream
 
 NDJSON = "application/x-ndjson"
@@ -85,10 +90,10 @@ async def watch_response(
     media_type: str = NDJSON,
     render: Render | None = None,
     bookmarks: Bookmarks | None = None,
-    initial: Sequence[Event] = (),
+    initial: AsyncGenerator[bytes, None] | None = None,
 ) -> Response:
-    """Enter `stream` (so refusals raise here, before any byte is sent) and stream `initial` then its events (module
-    docstring).
+    """Enter `stream` (so refusals raise here, before any byte is sent) and stream `initial` (objects' JSON, as ADDED
+    events) then its events (module docstring).
 
     The response owns the entered stream from then on: it exits it when the stream ends, fails, times out or the
     client goes away."""
@@ -142,16 +147,22 @@ async def _lines(
     timeout: float | None,
     render: Render | None,
     bookmarks: Bookmarks | None,
-    initial: Sequence[Event],
+    initial: AsyncGenerator[bytes, None] | None,
 ) -> AsyncGenerator[bytes, None]:
-    """JSON lines of `initial`, then of an entered stream's events until `timeout` seconds have passed; a failure is
-    an ERROR line. The deadline bounds each wait for an event, never a line being sent."""
+    """JSON lines of `initial`'s ADDED events, then of an entered stream's events until `timeout` seconds have
+    passed; a failure is an ERROR line. The deadline bounds each wait for an event, never a line being sent."""
     deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
-    events = _events(stream, deadline) if bookmarks is None else _events_and_bookmarks(stream, deadline, bookmarks)
     first = True
-    for event in initial:
-        yield _line(_wire(event, render, first))
-        first = False
+    if initial is not None:
+        async with contextlib.aclosing(paced(_added(initial, render))) as lines:
+            try:
+                async for chunk in lines:
+                    yield chunk
+                    first = False
+            except errors.DevplaceError as e:
+                yield _line({"type": "ERROR", "object": http_errors.status_body(e)})
+                return
+    events = _events(stream, deadline) if bookmarks is None else _events_and_bookmarks(stream, deadline, bookmarks)
     async with contextlib.aclosing(events):
         try:
             async for item in events:
@@ -162,6 +173,18 @@ async def _lines(
                     yield _line(_bookmark(bookmarks, item, render, first))
         except errors.DevplaceError as e:
             yield _line({"type": "ERROR", "object": http_errors.status_body(e)})
+
+
+async def _added(bodies: AsyncGenerator[bytes, None], render: Render | None) -> AsyncGenerator[bytes, None]:
+    """An ADDED line per object's JSON: the JSON as it is, or decoded for `render` (a Table row)."""
+    first = True
+    async with contextlib.aclosing(bodies):
+        async for body in bodies:
+            if render is None:
+                yield b'{"type":"ADDED","object":' + body + b"}\n"
+            else:
+                yield _line({"type": "ADDED", "object": render(orjson.loads(body), first)})
+            first = False
 
 
 async def _events(stream: WatchStream, deadline: float | None) -> AsyncGenerator[Event | int, None]:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from devplace.store._applies import Admission, Applied, apply_object
 from devplace.store._base import (
+    EncodedObject,
+    EncodedPage,
     Event,
     EventType,
     Key,
@@ -50,6 +52,8 @@ __all__ = [
     "Change",
     "Decide",
     "Delete",
+    "EncodedObject",
+    "EncodedPage",
     "EtcdStore",
     "Event",
     "EventType",

@@ -38,6 +38,19 @@ written after entry is missed. It then yields, in revision order, every matching
 unregisters it. Iterating a stream that was not entered is a programming error (`RuntimeError`).
 `list` returns items ordered by namespace, then name (etcd's key order).
 Returned dicts are copies: callers may mutate them freely.
+
+Pages: `list_page(kind, namespace, selector, fields=..., after=(namespace, name), limit=N, max_bytes=B)` is one page of
+`list`, each object as its compact JSON encoding (`EncodedObject`: what `get` returns, resourceVersion included), so
+a server can answer a list of big objects without decoding and re-encoding them, and without reading them all at once.
+The page holds the matching objects after the key `after` (None: from the first), in list order, at one revision
+(`EncodedPage.revision`, the store's when it was read); it ends (`PageCut`) after `limit` objects, before the object
+that would take its encodings past `max_bytes` (a page holds at least one object, whatever its size), or once the
+backend has decoded more than `max_bytes` of objects a label or field selector then skipped (sqlite and etcd decode
+an object to match it; memory matches the objects it holds). `last` is the last key the page examined, `remaining`
+the objects after it that the page had yet to examine (selectors not yet applied), zero when the list is complete:
+a page may hold fewer than `limit` objects, or none, and still have some to follow, as a Kubernetes page may.
+`limit` and `max_bytes` are at least 1 (`Invalid` naming them). The client backends (remote, kube) cut the page from
+a whole `list` (`page_of`).
 """
 
 from __future__ import annotations
@@ -93,6 +106,25 @@ class Event:
 class ObjectList:
     items: list[dict[str, Any]] = field(default_factory=list)
     revision: int = 0
+
+
+@dataclass(frozen=True)
+class EncodedObject:
+    """One object of a page: its key and its compact JSON (the object `get` would return, encoded)."""
+
+    namespace: str
+    name: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class EncodedPage:
+    """One page of a list (`Store.list_page`, module docstring)."""
+
+    items: list[EncodedObject]
+    revision: int
+    last: tuple[str, str] | None  # the last key examined; None when none was
+    remaining: int  # objects after `last` not yet examined (selectors not applied): 0 when the list is complete
 
 
 class WatchStream(Protocol):
@@ -151,6 +183,20 @@ class Store(Protocol):
         self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
     ) -> ObjectList:
         """`namespace=None` lists all namespaces; `selector` is a label selector, `fields` a field selector."""
+        ...
+
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> EncodedPage:
+        """One page of `list`, its objects encoded (see the module docstring)."""
         ...
 
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
@@ -242,6 +288,66 @@ def check_object_size(key: Key | str, size: int, limit: int = MAX_OBJECT_BYTES) 
         raise errors.TooLarge(
             f"{key} is too large: {size} bytes of JSON, the limit is {limit} bytes ({limit / 1048576:g} MiB)"
         )
+
+
+class PageCut:
+    """The page rule of `Store.list_page` (module docstring), fed the candidates in list order.
+
+    For each candidate: stop when `done()`; else `skip` one that does not match, or `take` one that `fits` (stop at
+    the first that does not). `decoded` is what the backend decoded to find that a skipped candidate does not match.
+    """
+
+    def __init__(self, after: tuple[str, str] | None, limit: int, max_bytes: int) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise errors.Invalid.field("limit", "must be a whole number of at least 1")
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise errors.Invalid.field("max_bytes", "must be a whole number of at least 1")
+        self.items: list[EncodedObject] = []
+        self.last = after
+        self.examined = 0
+        self._limit = limit
+        self._max_bytes = max_bytes
+        self._size = 0
+        self._decoded = 0
+
+    def done(self) -> bool:
+        return len(self.items) >= self._limit or self._decoded > self._max_bytes
+
+    def fits(self, size: int) -> bool:
+        return not self.items or self._size + size <= self._max_bytes
+
+    @property
+    def room(self) -> int:
+        """The bytes of encodings the page may still take (past the first object)."""
+        return max(0, self._max_bytes - self._size)
+
+    def skip(self, namespace: str, name: str, decoded: int = 0) -> None:
+        self.last = (namespace, name)
+        self.examined += 1
+        self._decoded += decoded
+
+    def take(self, namespace: str, name: str, body: bytes) -> None:
+        self.items.append(EncodedObject(namespace, name, body))
+        self.skip(namespace, name)
+        self._size += len(body)
+
+    def page(self, revision: int, remaining: int) -> EncodedPage:
+        return EncodedPage(self.items, revision, self.last, remaining)
+
+
+def page_of(listing: ObjectList, after: tuple[str, str] | None, limit: int, max_bytes: int) -> EncodedPage:
+    """The page of a whole `list` result (already selected) that `list_page` asks for: the client backends' way."""
+    cut = PageCut(after, limit, max_bytes)
+    keyed = [(key_of(obj), obj) for obj in listing.items]
+    candidates = [(k.namespace, k.name, obj) for k, obj in keyed if after is None or (k.namespace, k.name) > after]
+    for namespace, name, obj in candidates:
+        if cut.done():
+            break
+        body = encode_json(obj)
+        if not cut.fits(len(body)):
+            break
+        cut.take(namespace, name, body)
+    return cut.page(listing.revision, len(candidates) - cut.examined)
 
 
 def next_generation(old: Mapping[str, Any], new: Mapping[str, Any]) -> int:

@@ -27,7 +27,8 @@ of a value it does not know reads it first. Objects are at most `max_object_byte
 backends count them (with the resourceVersion); etcd must accept a request that large (`--max-request-bytes`).
 
 List: one consistent snapshot however large: ranges of `page_size` keys, every page read at the first page's
-revision (a compaction in between restarts the list). Items come in namespace, then name order.
+revision (a compaction in between restarts the list). Items come in namespace, then name order. A page (`list_page`)
+reads the keys first, then only the values it takes, all at one revision (`EtcdStore.list_page`).
 
 Watch: one gRPC Watch stream per store carries every open watch (etcd multiplexes them by watch_id). Each is a
 key-prefix watch of its kind (and namespace, when given), so events of other kinds never reach this process; label
@@ -75,6 +76,7 @@ _PAGE_SIZE = 500  # keys per range request of a list
 _KNOWN_LIMIT = 4096  # stored values remembered for updates
 _PENDING_LIMIT = 4096  # events queued for a watcher that does not read; past it, it restarts its etcd watch
 _LIST_ATTEMPTS = 3  # a list restarted by compactions between its pages this many times gives up
+_FIRST_VALUES = 4  # values a list page reads in its first request, before it knows how large they are
 
 _UNAVAILABLE_CODES = {
     grpc.StatusCode.UNAVAILABLE,
@@ -671,18 +673,118 @@ class EtcdStore:
             items.sort(key=_namespace_and_name)
         return ObjectList(items, revision - self._base)
 
-    async def _snapshot(self, start: bytes, end: bytes) -> tuple[int, builtins.list[pb.KeyValue]]:
-        """Every key-value in [start, end) at one revision, read in pages; `Gone` if compacted between pages."""
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> base.EncodedPage:
+        """`base.Store.list_page` at one etcd revision: the keys after `after` (keys only), put in list order, then
+        the values of those the page takes, a namespace's run at a time (in etcd's key order "a-b/x" comes before
+        "a/x"), a few per request at first, then as many as the byte bound leaves room for. Each value is decoded to
+        carry its resourceVersion (and to match the selectors) and encoded again. A namespace's page reads the keys
+        after `after` only; a list across namespaces reads every key of the kind, to order them."""
+        self._check_open()
+        base.PageCut(after, limit, max_bytes)  # refuses bad bounds before any read
+        filters = base.parse_filters(kind, namespace, selector, fields)
+        if namespace is None and filters.fields is not None:
+            namespace = filters.fields.exact("metadata.namespace")  # narrows the range; the filter still applies
+        name = None if filters.fields is None else filters.fields.exact("metadata.name")
+        if name is not None and namespace is not None:
+            if "/" in name or "/" in namespace:
+                return base.EncodedPage([], await self.revision(), after, 0)
+            exact = self._keys.of(kind, namespace, name)
+            start, end = exact, exact + b"\0"
+        else:
+            start, end = self._keys.span(kind, namespace)
+            if namespace and after is not None and after[0] == namespace:
+                start = max(start, self._keys.of(kind, *after) + b"\0")  # etcd's order is the list's here
+        for attempt in range(_LIST_ATTEMPTS):
+            try:
+                return await self._page(kind, namespace, (start, end), base.PageCut(after, limit, max_bytes), filters)
+            except errors.Gone:
+                if attempt == _LIST_ATTEMPTS - 1:
+                    raise errors.Unavailable(
+                        f"{self._conn.where}: list {kind}: history was compacted under every attempt to read it"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    async def _page(
+        self,
+        kind: str,
+        namespace: str | None,
+        span: tuple[bytes, bytes],
+        cut: base.PageCut,
+        filters: Filters,
+    ) -> base.EncodedPage:
+        prefix = self._keys.kind(kind)
+        after = cut.last
+        revision, keys = await self._snapshot(*span, keys_only=True)
+        candidates = sorted(
+            (ns, name, kv.key)
+            for kv in keys
+            for ns, _, name in [kv.key[len(prefix) :].decode(errors="replace").rpartition("/")]
+            if (namespace is None or ns == namespace) and (after is None or (ns, name) > after)
+        )
+        selecting = filters.labels is not None or filters.fields is not None
+        index, batch, read, values = 0, _FIRST_VALUES, 0, 0
+        while index < len(candidates) and not cut.done():
+            run_end = index  # this namespace's candidates: one contiguous range of etcd keys
+            while run_end < len(candidates) and candidates[run_end][0] == candidates[index][0]:
+                run_end += 1
+            first, last = candidates[index][2], candidates[run_end - 1][2]
+            count = max(1, min(batch, run_end - index, self._page_size))
+            request = pb.RangeRequest(key=first, range_end=last + b"\0", limit=count, revision=revision)
+            reply = await self._range(request, f"list {kind}")
+            if not reply.kvs or reply.kvs[0].key != first:
+                raise errors.Unavailable(f"{self._conn.where}: list {kind}: etcd lost a key at revision {revision}")
+            for kv in reply.kvs:  # the range may hold other namespaces' keys ("a0/x" among ""'s): passed over
+                if index == run_end or cut.done() or kv.key != candidates[index][2]:
+                    continue
+                ns, name, _ = candidates[index]
+                read, values = read + len(kv.value), values + 1
+                obj = _loads(kv.value)
+                if obj is not None:
+                    obj["metadata"]["resourceVersion"] = str(kv.mod_revision - self._base)
+                if obj is None or (selecting and not filters.matches(obj)):
+                    cut.skip(ns, name, len(kv.value))
+                    index += 1
+                    continue
+                body = base.encode_json(obj)
+                if not cut.fits(len(body)):
+                    return cut.page(revision - self._base, len(candidates) - index)
+                cut.take(ns, name, body)
+                index += 1
+            batch = cut.room * values // read + 1 if read else _FIRST_VALUES  # as many as the bound leaves room for
+        return cut.page(revision - self._base, len(candidates) - index)
+
+    async def _range(self, request: pb.RangeRequest, what: str) -> pb.RangeResponse:
+        """A Range at a revision: `Gone` when etcd has compacted it."""
+        try:
+            reply: pb.RangeResponse = await self._conn.call("Range", request)
+        except grpc.aio.AioRpcError as e:
+            if _COMPACTED in (e.details() or ""):
+                raise errors.Gone(f"compacted during {what}") from e
+            raise self._conn.failure(e, what) from e
+        return reply
+
+    async def _snapshot(
+        self, start: bytes, end: bytes, *, keys_only: bool = False
+    ) -> tuple[int, builtins.list[pb.KeyValue]]:
+        """Every key-value (or key) in [start, end) at one revision, read in pages; `Gone` if compacted between
+        pages."""
         kvs: builtins.list[pb.KeyValue] = []
         revision = 0
         while True:
-            request = pb.RangeRequest(key=start, range_end=end, limit=self._page_size, revision=revision)
-            try:
-                reply = await self._conn.call("Range", request)
-            except grpc.aio.AioRpcError as e:
-                if _COMPACTED in (e.details() or ""):
-                    raise errors.Gone("compacted during a list") from e
-                raise self._conn.failure(e, "list") from e
+            request = pb.RangeRequest(
+                key=start, range_end=end, limit=self._page_size, revision=revision, keys_only=keys_only
+            )
+            reply = await self._range(request, "a list")
             if not revision:
                 revision = reply.header.revision
             kvs.extend(reply.kvs)

@@ -18,6 +18,9 @@ spec's JSON text with the stored one, decoding the old spec only when the texts 
 another key order). Files written before these columns existed get them, filled from the bodies, when first opened;
 processes of that earlier version must not write to the file afterwards (the triggers make their writes fail).
 
+Pages (`list_page`): one transaction steps through the rows after the page's first key, in key order (the primary
+key's), and stops as soon as the page is cut, then counts the rows left; the bodies go out as they are stored.
+
 Concurrency: one connection per store, and one operation on it at a time (an `asyncio.Lock`), so a transaction is
 never interleaved with another operation of this store. An uncontended write costs a few tens of microseconds,
 less than a hop to a worker thread, so every operation first runs on the event loop thread with SQLite's busy
@@ -433,6 +436,26 @@ class SqliteStore:
             items = [item for item in items if filters.matches(item)]
         return ObjectList(items, revision)
 
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> base.EncodedPage:
+        """`base.Store.list_page`: the rows' bodies as they are, read in one transaction until the page is cut."""
+        self._check_open()
+        base.PageCut(after, limit, max_bytes)  # refuses bad bounds before any read
+        filters = base.parse_filters(kind, namespace, selector, fields)
+        if namespace is None and filters.fields is not None:
+            namespace = filters.fields.exact("metadata.namespace")  # narrows the scan; the filter still applies
+        name = None if filters.fields is None else filters.fields.exact("metadata.name")
+        return await self._run(_list_page, kind, namespace, name, after, limit, max_bytes, filters)
+
     async def revision(self) -> int:
         return await self._run(_head)
 
@@ -688,6 +711,63 @@ def _list(cur: sqlite3.Cursor, kind: str, namespace: str | None, name: str | Non
     rows: list[tuple[str]] = cur.execute(sql + " ORDER BY namespace, name", params).fetchall()
     cur.execute("COMMIT")
     return revision, rows
+
+
+def _list_page(
+    cur: sqlite3.Cursor,
+    kind: str,
+    namespace: str | None,
+    name: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+    max_bytes: int,
+    filters: base.Filters,
+) -> base.EncodedPage:
+    """One page (`base.Store.list_page`) in one snapshot: the rows after `after` in key order, stepped one at a time
+    until the page is cut, then the count of those left. A body is decoded only to match a selector, or when it is
+    from before orjson and may hold NaN (written again as JSON, as `list` then a response would)."""
+    where = "kind = ?"
+    params: list[str] = [kind]
+    if namespace is not None:
+        where += " AND namespace = ?"
+        params.append(namespace)
+    if name is not None:
+        where += " AND name = ?"
+        params.append(name)
+
+    def beyond(key: tuple[str, str] | None) -> tuple[str, list[str]]:
+        """The rows after `key`; within one namespace, by name (a row value there would sort the rows again)."""
+        if key is None or (namespace is not None and key[0] < namespace):
+            return where, params
+        if namespace is None:
+            return f"{where} AND (namespace, name) > (?, ?)", [*params, *key]
+        return (f"{where} AND name > ?", [*params, key[1]]) if key[0] == namespace else (f"{where} AND 0", params)
+
+    selecting = filters.labels is not None or filters.fields is not None
+    cut = base.PageCut(after, limit, max_bytes)
+    cur.execute("BEGIN")
+    revision: int = cur.execute(_HEAD).fetchone()[0]
+    sql, args = beyond(after)
+    rows = cur.execute(f"SELECT namespace, name, body FROM objects WHERE {sql} ORDER BY namespace, name", args)
+    while not cut.done():  # checked before stepping: a row is read only when the page may take it
+        row = rows.fetchone()
+        if row is None:
+            break
+        ns, row_name, text = row
+        body = text.encode()
+        obj = _decode(text) if selecting else None
+        if b"NaN" in body or b"Infinity" in body:  # a body from before orjson may hold them; JSON has no such numbers
+            body = base.encode_json(obj if obj is not None else _decode(text))
+        if obj is not None and not filters.matches(obj):
+            cut.skip(ns, row_name, len(body))
+            continue
+        if not cut.fits(len(body)):
+            break
+        cut.take(ns, row_name, body)
+    sql, args = beyond(cut.last)
+    remaining: int = cur.execute(f"SELECT count(*) FROM objects WHERE {sql}", args).fetchone()[0]
+    cur.execute("COMMIT")
+    return cut.page(revision, remaining)
 
 
 def _head(cur: sqlite3.Cursor) -> int:
