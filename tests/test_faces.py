@@ -19,7 +19,7 @@ import devplace
 SRC = pathlib.Path(devplace.__file__).parent
 GENERATED = {"v1beta1", "podresources", "v0", "etcdserverpb"}
 PACKAGES = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").exists())
-TOP_MODULES = ["clocks", "errors", "supervisors"]
+TOP_MODULES = ["clocks", "errors", "queues", "supervisors"]
 
 FACES: dict[str, list[str]] = {
     "agent": [
@@ -248,6 +248,7 @@ FACES: dict[str, list[str]] = {
         "Change",
         "DELETE",
         "Decide",
+        "Decided",
         "Delete",
         "EncodedObject",
         "EncodedPage",
@@ -319,7 +320,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 248
+    assert promised == 251
 
 
 def test_every_module_inside_a_package_is_private() -> None:

@@ -465,6 +465,33 @@ def test_unchanged_parts_of_a_record_are_taken_over_not_parsed_again() -> None:
     assert second.nodes == ("node-a", "node-b")
 
 
+def test_a_change_of_only_the_usage_is_not_checked_again_any_other_change_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = InstanceRecord.from_wire(_instance(["node-a"]))
+    checked: list[str] = []
+    real = devices.Instance.without_usage
+
+    def counting(obj: Any) -> Any:
+        checked.append(obj["metadata"]["resourceVersion"])
+        return real(obj)
+
+    monkeypatch.setattr(devices.Instance, "without_usage", counting)
+    slot = next(iter(first.usage.holders))
+    claimed = stored({**first.obj, "spec": {**first.obj["spec"], "deviceUsage": {slot: "node-b"}}}, 8)
+    second = InstanceRecord.from_wire(claimed, previous=first)
+    assert checked == []
+    assert second.usage.to_wire() == {slot: "node-b"}
+    bad = stored({**claimed, "spec": {**claimed["spec"], "capacity": "many"}}, 9)
+    with pytest.raises(errors.Invalid) as e:
+        InstanceRecord.from_wire(bad, previous=second)
+    assert [f.path for f in e.value.fields] == ["spec.capacity"]
+    assert checked == ["9"]
+    numeric_rv = {**claimed, "metadata": {**claimed["metadata"], "resourceVersion": 10}}
+    with pytest.raises(errors.Invalid) as e:  # the check reads the resourceVersion's type
+        InstanceRecord.from_wire(numeric_rv, previous=second)
+    assert [f.path for f in e.value.fields] == ["metadata.resourceVersion"]
+    assert checked == ["9", 10]
+
+
 def test_with_usage_is_the_record_of_the_written_object() -> None:
     record = InstanceRecord.from_wire(_instance(["node-a"]))
     slot = next(iter(record.usage.holders))

@@ -9,7 +9,7 @@ import pytest
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.store import DELETE, Store, cas
+from devplace.store import DELETE, Decided, Store, cas
 from devplace.store._cas import BASE_DELAY, MAX_DELAY, Delete, backoff
 
 
@@ -204,3 +204,31 @@ async def test_a_delete_decided_on_a_stale_copy_is_decided_again_on_the_state_it
     assert seen == ["", "node-b"]
     assert written.action == "unchanged"
     assert (await store.get("ConfigMap", "offline", "default"))["data"] == {"nodes": "node-b"}
+
+
+async def test_a_decided_value_comes_back_from_the_decision_the_write_rests_on(store: Store) -> None:
+    stale = await store.create(_cm("c", n="0"))
+    await cas(store, "ConfigMap", "c", "default", _bump)
+
+    def decide(obj: dict[str, Any]) -> Decided[str]:
+        return Decided(_bump(obj), f"from n={obj['data']['n']}")
+
+    written = await cas(store, "ConfigMap", "c", "default", decide, first=stale, clock=FakeClock())
+    assert written.action == "updated"
+    assert written.value == "from n=1"  # the stale copy's decision (n=0) conflicted: its value is not the one
+    assert written.object["data"]["n"] == "2"
+
+
+async def test_a_decided_value_comes_back_with_unchanged_delete_and_async_decisions(store: Store) -> None:
+    await store.create(_cm("c", n="0"))
+    unchanged = await cas(store, "ConfigMap", "c", "default", lambda obj: Decided(None, 7))
+    assert (unchanged.action, unchanged.value) == ("unchanged", 7)
+
+    async def later(obj: dict[str, Any]) -> Decided[list[str]]:
+        return Decided(DELETE, [obj["data"]["n"]])
+
+    deleted = await cas(store, "ConfigMap", "c", "default", later)
+    assert (deleted.action, deleted.value) == ("deleted", ["0"])
+    await store.create(_cm("d", n="0"))
+    plain = await cas(store, "ConfigMap", "d", "default", _bump)
+    assert (plain.action, plain.value) == ("updated", None)

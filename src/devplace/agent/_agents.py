@@ -172,7 +172,6 @@ class Agent:
         self.plugins.observe_kubelet()
         loop = self.supervisor.loop
         loop("reconcile", self.reconciler.run)
-        loop("timers", self.reconciler.timers)
         loop("kubelet", self.plugins.watch_kubelet)
         loop("kubelet presence", self.plugins.presence.run)
         loop("release", self.releaser.run)

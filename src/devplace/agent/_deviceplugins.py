@@ -313,27 +313,24 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
 
     async def _claim(self, instance: str, decide: ClaimDecision) -> tuple[InstanceRecord, slots.Claim, list[Undo]]:
         """CAS loop around a pure claim; a refusal re-reads the Instance and forces a fresh list to the kubelet."""
-        outcome: list[slots.Claim] = []
         node = self.host.node
 
-        def apply(record: InstanceRecord) -> slots.Usage | None:
+        def apply(record: InstanceRecord) -> tuple[slots.Usage | None, slots.Claim]:
             decision = decide(record.usage, node in record.nodes)
             if isinstance(decision, slots.Refusal):
                 raise errors.Refused(decision.reason)
-            outcome[:] = [decision]
-            return decision.usage if decision.changed else None
+            return (decision.usage if decision.changed else None), decision
 
         cache = self.host.cache
         namespace = self.namespace_of(instance)
         try:
-            record = await writes.update_usage(cache, namespace, instance, apply)
+            record, claim = await writes.update_usage_for(cache, namespace, instance, apply)
         except (errors.NotFound, errors.Refused) as e:
             # the refusal was decided on a fresh read, now in the cache: the kubelet gets that list at once
             self.notify(force=True)
             if isinstance(e, errors.NotFound):
                 raise errors.Refused(f"{instance} no longer exists") from e
             raise
-        claim = outcome[0]
         undo = [(namespace, instance, slot, claim.usage.holders[slot]) for slot in claim.new]
         return record, claim, undo
 

@@ -66,6 +66,26 @@ def _parse_timestamp(text: str) -> float | None:
         return None
 
 
+def _checked_before(obj: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """Whether `obj` equals `old` but for `spec.deviceUsage` and a string `metadata.resourceVersion`: what the api
+    model checks of it (all but the usage) is then what it checked of `old`."""
+    if obj.keys() != old.keys():
+        return False
+    for key, value in obj.items():
+        other = old[key]
+        if key in ("spec", "metadata"):
+            if not isinstance(value, Mapping) or not isinstance(other, Mapping) or value.keys() != other.keys():
+                return False
+            skip = "deviceUsage" if key == "spec" else "resourceVersion"
+            if key == "metadata" and not isinstance(value.get(skip, ""), str):
+                return False
+            if any(v != other[k] for k, v in value.items() if k != skip):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class InstanceRecord:
     """An Instance parsed once at the agent's boundary (the wire dict kept alongside)."""
@@ -92,9 +112,11 @@ class InstanceRecord:
         and repaired by its owner (`slots.repair`), never a reason to drop the device. Only the agent's own write
         results skip the check: they were built from checked objects by the pure decisions here and in `slots`.
         `previous`: the record this one replaces; parts whose wire form is equal to its are taken over instead of
-        parsed again (a watch event usually changes one field, most often only who holds a slot).
+        parsed again (a watch event usually changes one field, most often only who holds a slot), and an object that
+        differs from it only in `spec.deviceUsage` and `metadata.resourceVersion` is not checked again (the check
+        leaves the usage out, and `previous` was checked, or built from checked objects).
         """
-        if validate:
+        if validate and not (previous is not None and _checked_before(obj, previous.obj)):
             Instance.without_usage(obj)
         meta = obj["metadata"]
         spec = obj["spec"]

@@ -9,8 +9,9 @@ only in the store, through CAS, so no lock is needed.
 
 Failure semantics: a store error in one Configuration's reconcile is logged and that Configuration is marked again
 after a short real-time backoff (the store is a real peer). A bug that escapes the loop is restarted by the
-supervisor, and a restarted loop marks everything, so work popped by the crashed round is not lost. Deadlines (an
-offline grace ending) run on the injected clock in one timer loop, which marks the Configuration when its time comes.
+supervisor, and a restarted loop marks everything, so work popped by the crashed round is not lost. Marks and
+deadlines (an offline grace ending, on the injected clock) are one `WorkQueue` (devplace.queues): a deadline marks the
+Configuration when its time comes; taking a key drops its deadline and the pass sets the next one.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from devplace.agent._caches import NodeCache
 from devplace.agent._discoveries import Discoveries
 from devplace.clocks import Clock
 from devplace.discovery import Device
+from devplace.queues import WorkQueue
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+PLUGINS: Key = ("", "")
+"""The queue key of the plugin set (no Configuration has an empty name); synced after the batch's Configurations."""
 
 CREATE_CONCURRENCY = 32
 RETRY_PAUSE = 0.2
@@ -59,30 +63,24 @@ class Reconciler:
         self.supervisor = supervisor
         self.clock = clock
         self._sync_plugins = sync_plugins
-        self.dirty: set[Key] = set()
-        self.plugins_dirty = False
-        self._wake = asyncio.Event()
-        self._deadlines: dict[Key, float] = {}
-        self._deadlines_changed = asyncio.Event()
+        self.queue: WorkQueue[Key] = WorkQueue(clock)
 
     @property
     def pending(self) -> bool:
-        """Work is marked and not yet taken up."""
-        return bool(self.dirty) or self.plugins_dirty
+        """Work is marked or due and not yet done."""
+        return not self.queue.idle
 
     def mark(self, key: Key) -> None:
-        self.dirty.add(key)
-        self._wake.set()
+        self.queue.mark(key)
 
     def mark_plugins(self) -> None:
-        self.plugins_dirty = True
-        self._wake.set()
+        self.queue.mark(PLUGINS)
 
     def mark_all(self) -> None:
         for key, _ in self.cache.configurations.items():
-            self.dirty.add(key)
+            self.queue.mark(key)
         for record in self.cache.instances.values():
-            self.dirty.add((record.namespace, record.configuration))
+            self.queue.mark((record.namespace, record.configuration))
         self.mark_plugins()
 
     # -- the loops -----------------------------------------------------------------------------------------------
@@ -91,51 +89,23 @@ class Reconciler:
         """Do marked work until cancelled (a supervised loop; a (re)start marks everything)."""
         self.mark_all()
         while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self.pending:
-                release = self.supervisor.hold()
-                try:
-                    keys = sorted(self.dirty)
-                    self.dirty.clear()
-                    for key in keys:
-                        await self._configuration(key)
-                    if self.plugins_dirty:
-                        self.plugins_dirty = False
-                        await self._sync_plugins()
-                finally:
-                    release()
-
-    async def timers(self) -> None:
-        """Mark Configurations whose deadline has come (clock time), until cancelled (a supervised loop)."""
-        while True:
-            self._deadlines_changed.clear()
-            if not self._deadlines:
-                await self._deadlines_changed.wait()
-                continue
-            earliest = min(self._deadlines.values())
-            sleep = asyncio.ensure_future(self.clock.sleep(max(0.0, earliest - self.clock.now())))
-            changed = asyncio.ensure_future(self._deadlines_changed.wait())
+            keys = sorted(await self.queue.get_batch())
+            release = self.supervisor.hold()
             try:
-                await asyncio.wait({sleep, changed}, return_when=asyncio.FIRST_COMPLETED)
+                for key in keys:
+                    if key != PLUGINS:
+                        await self._configuration(key)
+                if PLUGINS in keys:
+                    await self._sync_plugins()
             finally:
-                sleep.cancel()
-                changed.cancel()
-            now = self.clock.now()
-            for key, at in sorted(self._deadlines.items()):
-                if at <= now:
-                    del self._deadlines[key]
-                    self.mark(key)
+                for key in keys:
+                    self.queue.done(key)
+                release()
 
     def schedule(self, key: Key, deadline: float | None) -> None:
-        """Reconcile `key` again at `deadline` (clock time), e.g. when an offline grace ends."""
-        if deadline is None:
-            return
-        current = self._deadlines.get(key)
-        if current is not None and current <= deadline:
-            return
-        self._deadlines[key] = deadline
-        self._deadlines_changed.set()
+        """Reconcile `key` again at `deadline` (clock time), e.g. when an offline grace ends (the earliest wins)."""
+        if deadline is not None:
+            self.queue.mark_at(key, deadline)
 
     # -- one Configuration -----------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ The device-plugin API has no Deallocate, so the releaser learns which pod uses w
 PodResources API (a List when a pod starts running, after each Allocate, and every `podresources_poll` seconds) and
 frees, by CAS on the exact holder it saw, (a) the slots of a pod of this node that is deleted or terminates, and
 (b) held slots absent from every listing for `release_grace` seconds. The decisions are pure (`release_rules`); this
-module is the I/O around them.
+module is the I/O around them. Every due slot of one Instance is freed in one write (one CAS per Instance).
 
 Concurrency: pod changes arrive through the Pod informer's change handler (synchronous: it only spawns the release);
 each release and each PodResources look is a piece of the supervisor's in-flight work, so `Agent.is_idle` counts it.
@@ -197,8 +197,7 @@ class Releaser:
             for pod, used in listing.items():
                 if pod != key:
                     others |= used
-        for slot in releases.pod_release(devices, observed_at, others, self._alloc_seq, self._held()):
-            await self._free(slot)
+        await self._free(releases.pod_release(devices, observed_at, others, self._alloc_seq, self._held()))
 
     async def run(self) -> None:
         """The grace pass every `podresources_poll` seconds (clock time), until cancelled (a supervised loop)."""
@@ -226,18 +225,24 @@ class Releaser:
         for key in [k for k in self._alloc_at if k not in held]:
             self._alloc_at.pop(key, None)
             self._alloc_seq.pop(key, None)
-        for slot in due:
-            await self._free(slot)
+        await self._free(due)
 
-    async def _free(self, held: HeldSlot) -> None:
+    async def _free(self, due: Iterable[HeldSlot]) -> None:
+        """Free `due`, one CAS per Instance: every due slot of an Instance goes in the same write."""
+        by_instance: dict[tuple[str, str], list[HeldSlot]] = {}
+        for held in due:
+            by_instance.setdefault((held.namespace, held.instance), []).append(held)
+        for (namespace, name), group in by_instance.items():
+            await self._free_instance(namespace, name, group)
+
+    async def _free_instance(self, namespace: str, name: str, group: list[HeldSlot]) -> None:
+        pairs = [(held.slot, held.holder) for held in group]
         try:
             await writes.update_usage(
-                self.cache,
-                held.namespace,
-                held.instance,
-                lambda record: slots.release_slot(record.usage, held.slot, held.holder),
+                self.cache, namespace, name, lambda record: slots.release_slots(record.usage, pairs)
             )
         except errors.NotFound:
             return
-        self._absent_since.pop(held.device, None)
-        log.info("%s: released %s (%s)", self.node, held.slot, held.holder)
+        for held in group:
+            self._absent_since.pop(held.device, None)
+            log.info("%s: released %s (%s)", self.node, held.slot, held.holder)

@@ -45,8 +45,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devplace import errors
-from devplace.api import CL, FREE, IL, Free, named_node, parse_holder, slot_index, slot_name
+from devplace.api import CL, FREE, IL, Free, named_node, parse_holder, slot_name
 from devplace.api import format_holder as format_known_holder
+from devplace.api import slot_index as parse_slot_index
+
+slot_index = functools.lru_cache(maxsize=8192)(parse_slot_index)
+"""`api.slot_index`, remembered: every read of an Instance's usage (each watch event) asks it of every slot several
+times (order, held count, readability), and the slot names of the node's Instances are few and fixed."""
 
 
 @dataclass(frozen=True)
@@ -294,6 +299,16 @@ def release_slot(usage: Usage, slot: str, holder: Holder) -> Usage | None:
     if isinstance(holder, Free) or usage.holders.get(slot) != holder:
         return None
     return usage.with_holders({slot: FREE if usage.is_canonical(slot) else None})
+
+
+def release_slots(usage: Usage, held: Iterable[tuple[str, Holder]]) -> Usage | None:
+    """Free each `(slot, holder)` whose holder still holds it, all in one new usage (None when none does): one write
+    frees every due slot of an Instance; a slot whose holder changed meanwhile is skipped, as `release_slot` would."""
+    changes: dict[str, Holder | None] = {}
+    for slot, holder in held:
+        if not isinstance(holder, Free) and slot not in changes and usage.holders.get(slot) == holder:
+            changes[slot] = FREE if usage.is_canonical(slot) else None
+    return usage.with_holders(changes) if changes else None
 
 
 def repair(usage: Usage, node: str) -> Usage:

@@ -22,18 +22,18 @@ releaser's frees go through `update_usage`, the reconciler's Instance lifecycle 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from devplace import errors
 from devplace.agent import _slots as slots
 from devplace.agent._caches import NodeCache
 from devplace.agent._instances import InstanceRecord
 from devplace.clocks import SystemClock
-from devplace.store import Decide as CasDecide
-from devplace.store import Delete, Written, cas
+from devplace.store import Decided, Delete, Written, cas
 
 Decide = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
 DecideUsage = Callable[[InstanceRecord], slots.Usage | None]
+V = TypeVar("V")
 
 CONTENTION_CLOCK = SystemClock()
 """Paces CAS retries against other writers (real peers: see the module docstring)."""
@@ -53,25 +53,32 @@ async def update_usage(cache: NodeCache, namespace: str, name: str, decide: Deci
     `errors.Refused`, and then nothing is written (a refusal on the cached record is decided again on a fresh
     read first). Raises `NotFound` when the Instance does not exist.
     """
-    cached = cache.instances.get(namespace, name)
-    decided: list[tuple[InstanceRecord, slots.Usage | None]] = []
+    record, _ = await update_usage_for(cache, namespace, name, lambda record: (decide(record), None))
+    return record
 
-    def on(obj: dict[str, Any]) -> dict[str, Any] | None:
+
+async def update_usage_for(
+    cache: NodeCache, namespace: str, name: str, decide: Callable[[InstanceRecord], tuple[slots.Usage | None, V]]
+) -> tuple[InstanceRecord, V]:
+    """`update_usage` whose `decide` also returns a value (the claim it made), handed back with the record: the
+    value of the decision the write rests on."""
+    cached = cache.instances.get(namespace, name)
+
+    def on(obj: dict[str, Any]) -> Decided[tuple[InstanceRecord, slots.Usage | None, V]]:
         if cached is not None and obj is cached.obj:
             record = cached
         else:
             record = InstanceRecord.from_wire(obj, previous=cache.instances.get(namespace, name))
             cache.instances.record(obj, parsed=record)  # the cache catches up with what was read
-        usage = decide(record)
-        decided[:] = [(record, usage)]
-        return None if usage is None else _with_usage(obj, usage)
+        usage, value = decide(record)
+        return Decided(None if usage is None else _with_usage(obj, usage), (record, usage, value))
 
     written = await _cas_instance(cache, namespace, name, on, cached)
-    record, usage = decided[0]
+    record, usage, value = written.value
     if written.action == "updated" and usage is not None:
         record = record.with_usage(written.object, usage)
         cache.instances.record(written.object, parsed=record)
-    return record
+    return record, value
 
 
 async def mutate_instance(cache: NodeCache, namespace: str, name: str, decide: Decide) -> dict[str, Any] | None:
@@ -80,7 +87,7 @@ async def mutate_instance(cache: NodeCache, namespace: str, name: str, decide: D
     `DELETE` (on the condition that the object is still the one it decided on), or None."""
     cached = cache.instances.get(namespace, name)
     try:
-        written = await _cas_instance(cache, namespace, name, decide, cached)
+        written = await _cas_instance(cache, namespace, name, lambda obj: Decided(decide(obj), None), cached)
     except errors.NotFound:
         return None
     if written.action == "deleted":
@@ -97,8 +104,12 @@ async def mutate_instance(cache: NodeCache, namespace: str, name: str, decide: D
 
 
 async def _cas_instance(
-    cache: NodeCache, namespace: str, name: str, decide: CasDecide, cached: InstanceRecord | None
-) -> Written:
+    cache: NodeCache,
+    namespace: str,
+    name: str,
+    decide: Callable[[dict[str, Any]], Decided[V]],
+    cached: InstanceRecord | None,
+) -> Written[V]:
     """`store.cas` on an Instance, first on the cached copy; an Instance found gone is forgotten (and `NotFound`
     raised)."""
     try:

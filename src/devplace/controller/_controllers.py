@@ -10,9 +10,11 @@ and the decider's memo (a cache: a fresh controller computes from scratch) is re
 controller restarted mid-way, or two running at once, converge to the same objects with the same deterministic names
 and never duplicate one.
 
-Timers (a Pending broker due for recreation, a pool timeout, a node's NotReady grace) run on the injected `Clock`:
-at the due time the key is marked dirty again. Node cleanup (`nodes`) runs when Nodes or Instances change: a gone
-node is removed from every Instance that names it and its slots are freed, each Instance by CAS.
+Dirty keys and timers are one `WorkQueue` (devplace.queues): a key is never reconciled twice at once, node cleanup
+(`_NODES_KEY`) goes before Configurations, and timers (a Pending broker due for recreation, a pool timeout, a node's
+NotReady grace) run on the injected `Clock`: at the due time the key is marked dirty again. Each pass sets the key's
+next timer afresh (taking a key drops its pending one). Node cleanup (`nodes`) runs when Nodes or Instances change:
+a gone node is removed from every Instance that names it and its slots are freed, each Instance by CAS.
 Every loop runs under one `Supervisor`; a write that fails for another reason is logged and retried after
 `retry_after` seconds (on the clock).
 """
@@ -34,6 +36,7 @@ from devplace.controller import _names as names
 from devplace.controller import _nodes as nodes
 from devplace.controller import _plans as plans
 from devplace.controller import _strategies as strategies
+from devplace.queues import WorkQueue
 from devplace.store import DELETE, Change, Delete, Informer, ObjKey, Store, Written, cas
 from devplace.supervisors import Supervisor
 
@@ -109,17 +112,13 @@ class Controller:
         }
         self.nodes: Informer[nodes.NodeState] = Informer(store, "Node", lambda obj, _: nodes.node_state(obj))
         self._informers: list[Informer[Any]] = [self.configurations, self.instances, *self.owned.values(), self.nodes]
-        self._dirty: dict[ObjKey, None] = {}
-        self._nodes_dirty = False
-        self._wake = asyncio.Event()
-        self._timers: dict[ObjKey, float] = {}
-        self._timers_changed = asyncio.Event()
+        self.queue: WorkQueue[ObjKey] = WorkQueue(clock)
+        """Configurations to reconcile, and `_NODES_KEY` for node cleanup; their timers."""
         self._deleted_nodes: set[str] = set()
         self._noticed: dict[str, float] = {}
         self._node_refs: dict[str, int] = {}
         """Node name -> how many Instances name it (kept by the Instance handler)."""
         self._ready = False
-        self._working = False
         self._recording = False
         self._unsubscribe: list[Callable[[], None]] = []
 
@@ -135,7 +134,6 @@ class Controller:
         for informer in self._informers:
             self.supervisor.loop(f"informer:{informer.name}", informer.run)
         self.supervisor.loop("reconcile", self._work)
-        self.supervisor.loop("timers", self._tick)
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
@@ -144,19 +142,17 @@ class Controller:
         await self.supervisor.stop()
 
     def is_idle(self) -> bool:
-        """Synced, nothing dirty, no reconcile in flight (timers may still be set for later)."""
-        return self._ready and not self._dirty and not self._nodes_dirty and not self._working
+        """Synced, nothing dirty, no reconcile in flight, no timer due (timers may still be set for later)."""
+        return self._ready and self.queue.idle
 
     # -- events -> dirty keys ----------------------------------------------------------------------------------
 
     def _mark(self, key: ObjKey) -> None:
         if key[1] and not self._recording:
-            self._dirty[key] = None
-            self._wake.set()
+            self.queue.mark(key)
 
     def _mark_nodes(self) -> None:
-        self._nodes_dirty = True
-        self._wake.set()
+        self.queue.mark(_NODES_KEY, urgent=True)
 
     def _on_configuration(self, change: Change[inputs.ConfigurationFacts]) -> None:
         self._mark(change.key)
@@ -197,13 +193,9 @@ class Controller:
                 self._mark((configuration.namespace, configuration.name))
 
     def _set_timer(self, key: ObjKey, at: float | None) -> None:
-        if at is None:
-            if self._timers.pop(key, None) is not None:
-                self._timers_changed.set()
-            return
-        if self._timers.get(key) != at:
-            self._timers[key] = at
-            self._timers_changed.set()
+        """Called once per pass of `key`, while the queue has no timer for it (taking a key drops its timer)."""
+        if at is not None:
+            self.queue.mark_at(key, at)
 
     # -- loops -------------------------------------------------------------------------------------------------
 
@@ -217,49 +209,15 @@ class Controller:
                     self._mark(key)
         self._mark_nodes()
         self._ready = True
-        while True:
-            if not self._dirty and not self._nodes_dirty:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
-            self._working = True
+        async for key in self.queue:
             try:
-                if self._nodes_dirty:
-                    self._nodes_dirty = False
+                if key == _NODES_KEY:
                     await self._clean_nodes()
-                elif self._dirty:
-                    key = next(iter(self._dirty))
-                    del self._dirty[key]
+                else:
                     await self._reconcile(key)
             finally:
-                self._working = False
+                self.queue.done(key)
                 await asyncio.sleep(0)  # let watch events in between passes
-
-    async def _tick(self) -> None:
-        while True:
-            self._timers_changed.clear()
-            if not self._timers:
-                await self._timers_changed.wait()
-                continue
-            due = min(self._timers.values())
-            delay = due - self.clock.now()
-            if delay > 0:
-                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-                changed = asyncio.ensure_future(self._timers_changed.wait())
-                try:
-                    await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    sleeper.cancel()
-                    changed.cancel()
-                continue
-            now = self.clock.now()
-            for key, at in list(self._timers.items()):
-                if at <= now:
-                    del self._timers[key]
-                    if key == _NODES_KEY:
-                        self._mark_nodes()
-                    else:
-                        self._mark(key)
 
     # -- one Configuration -------------------------------------------------------------------------------------
 
@@ -332,7 +290,7 @@ class Controller:
         finally:
             self._recording = False
 
-    def _count(self, written: Written) -> None:
+    def _count(self, written: Written[Any]) -> None:
         if written.action != "unchanged":
             self.writes += 1
 

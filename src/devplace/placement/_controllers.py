@@ -23,6 +23,7 @@ from devplace.placement._combiner import Outcome
 from devplace.placement._generic import AppIntent, generic_candidates
 from devplace.placement._hpa import Consumer, hpa_candidates
 from devplace.placement._inventory import ClusterInventory
+from devplace.queues import wait_event_until
 
 
 @dataclass(frozen=True)
@@ -80,15 +81,15 @@ def default_controllers() -> list[PlacementController]:
 
 
 async def _run_one(controller: PlacementController, context: PlacementContext, clock: Clock) -> Outcome:
+    deadline = clock.now() + controller.timeout
     work = asyncio.ensure_future(controller.candidates(context))
-    timer = asyncio.ensure_future(clock.sleep(controller.timeout))
+    finished = asyncio.Event()
+    work.add_done_callback(lambda _: finished.set())
     try:
-        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
+        await wait_event_until(finished, clock, deadline)
     except asyncio.CancelledError:
         work.cancel()
         raise
-    finally:
-        timer.cancel()
     if not work.done():
         work.cancel()
         return Outcome(controller.name, error=f"timed out after {controller.timeout:g} s")

@@ -34,9 +34,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 
@@ -53,10 +53,11 @@ from devplace.placement._combiner import Decision, combine
 from devplace.placement._controllers import PlacementContext, PlacementController, default_controllers, run_controllers
 from devplace.placement._inventory import ClusterInventory, ClusterRef, live_inventory, static_inventory
 from devplace.placement._members import ResourceRecord
-from devplace.store import Decide, Store, cas
+from devplace.store import Decide, Decided, Store, Written, cas
 
 DIG = levels.DEPLOYMENT_INTENT_GROUP
 Obj = dict[str, Any]
+V = TypeVar("V")
 Endpoints = dict[tuple[str, str], str | None]
 
 
@@ -163,6 +164,23 @@ class PlacementService:
             raise errors.NotFound(f"{DIG.describe(dig_path)} not found") from None
         return written.object
 
+    async def _cas_status(
+        self, dig_path: tuple[str, ...], decide: Callable[[Obj], Awaitable[Decided[V]]]
+    ) -> Written[V]:
+        """`_write_status` for a decision that also hands back a value (`Decided`); returns what `cas` did."""
+        try:
+            return await cas(
+                self.catalog.store,
+                DIG.kind,
+                DIG.store_name(dig_path),
+                "",
+                decide,
+                clock=self.clock,
+                attempts=self.attempts,
+            )
+        except errors.NotFound:
+            raise errors.NotFound(f"{DIG.describe(dig_path)} not found") from None
+
     async def _transition(self, dig_path: tuple[str, ...], change: Callable[[str, Obj], Obj]) -> Obj:
         first = await self.catalog.read(DIG, dig_path)  # 404 naming the missing level
 
@@ -208,7 +226,6 @@ class PlacementService:
         under it conflicts and is evaluated again on fresh reads, with the CAS loop's bounded backoff. Then the
         chosen clusters get their manifests."""
         await self.catalog.read(DIG, dig_path)  # 404 naming the missing level
-        results: list[tuple[Obj, bool, Endpoints, str]] = []
 
         def refuse_unless_ready(state: str) -> None:
             if state == "Created":
@@ -216,7 +233,7 @@ class PlacementService:
             if state == "Instantiated":
                 raise errors.Refused(f"{DIG.describe(dig_path)} is already instantiated; terminate it first")
 
-        async def decide(stored: Obj) -> Obj:
+        async def decide(stored: Obj) -> Decided[tuple[Obj, bool, Endpoints, str]]:
             refuse_unless_ready(dig_state(stored))  # before the (costly) evaluation
             doc, evaluated, ok, endpoints = await self._evaluate(dig_path, dry_run=False)
             refuse_unless_ready(dig_state(evaluated))
@@ -228,17 +245,16 @@ class PlacementService:
                 self._act(status, "Instantiated", instance)
                 status["instance"] = instance
                 status["resources"] = [r.to_wire() for r, _ in _items(doc)]
-            results[:] = [(doc, ok, endpoints, instance)]
-            return {**evaluated, "status": status}
+            return Decided({**evaluated, "status": status}, (doc, ok, endpoints, instance))
 
         try:
-            written = await self._write_status(dig_path, decide)
+            written = await self._cas_status(dig_path, decide)
         except errors.Conflict as e:
             raise errors.Conflict(f"{DIG.describe(dig_path)} kept changing during instantiation; try again") from e
-        doc, ok, endpoints, instance = results[0]
+        doc, ok, endpoints, instance = written.value
         if not ok:
             raise errors.Refused(f"instantiation of {DIG.describe(dig_path)} failed: {'; '.join(doc['errors'])}")
-        owner = written["metadata"]["name"]
+        owner = written.object["metadata"]["name"]
         applied = await members.apply_all(_items(doc), endpoints, owner, self.member_timeout)
         if not await self._record(dig_path, instance, applied):
             # terminated (or instantiated again) while the objects were being handed over: take them back

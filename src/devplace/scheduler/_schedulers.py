@@ -33,7 +33,6 @@ after every change that can move it and written by cas only where it differs fro
 from __future__ import annotations
 
 import asyncio
-import heapq
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -43,6 +42,7 @@ from typing import Any
 from devplace import errors
 from devplace.api import resource_name
 from devplace.clocks import Clock
+from devplace.queues import WorkQueue
 from devplace.scheduler._assumptions import Assumed
 from devplace.scheduler._classes import (
     ANNOTATION_PREFIX,
@@ -251,14 +251,11 @@ class Scheduler:
             self.configurations,
             self.classes,
         ]
-        self._queued: dict[str, None] = {}
+        self.queue: WorkQueue[str] = WorkQueue(clock)
+        """Pods (by key) to decide, and their retries after store failures (timers on the clock)."""
         self._unschedulable: set[str] = set()
-        self._wake = asyncio.Event()
-        self._working = False
         self._ready = False
         self._start = 0
-        self._retry_at: dict[str, float] = {}
-        self._retry_changed = asyncio.Event()
         self._status_dirty = False
         self._status_wake = asyncio.Event()
         self._status_working = False
@@ -288,7 +285,6 @@ class Scheduler:
             self.supervisor.loop(f"informer:{informer.name}", informer.run)
         self.supervisor.loop("schedule", self._work)
         self.supervisor.loop("class-status", self._status_loop)
-        self.supervisor.loop("retries", self._retry_loop)
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
@@ -302,8 +298,7 @@ class Scheduler:
         Retries waiting for their time (after a store failure) do not count: they are timers, not work."""
         return (
             self._ready
-            and not self._queued
-            and not self._working
+            and self.queue.idle
             and not self._status_dirty
             and not self._status_working
             and self.supervisor.idle
@@ -439,15 +434,12 @@ class Scheduler:
     # -- events -> work ------------------------------------------------------------------------------------------
 
     def _queue(self, key: str) -> None:
-        self._queued[key] = None
-        self._wake.set()
+        self.queue.mark(key)
 
     def _requeue_unschedulable(self) -> None:
         for key in sorted(self._unschedulable):
-            self._queued[key] = None
+            self.queue.mark(key)
         self._unschedulable.clear()
-        if self._queued:
-            self._wake.set()
 
     def _devices_changed(self) -> None:
         self._index = None
@@ -472,9 +464,8 @@ class Scheduler:
             self._requeue_unschedulable()  # a bound pod went: room on its node and its devices
         key = new.key if new is not None else old.key if old is not None else ""
         if new is None or new.node or not self.ours(new):
-            self._queued.pop(key, None)
+            self.queue.forget(key)  # its retry too
             self._unschedulable.discard(key)
-            self._retry_at.pop(key, None)
             self.assumed.forget(key)  # gone, or bound: the snapshot counts it from now on
             return
         if old is None or old.node or old.spec != new.spec or not self.ours(old):
@@ -526,21 +517,19 @@ class Scheduler:
         await asyncio.gather(*(informer.wait_synced() for informer in self._informers))
         for state in self.pods.values():
             if not state.node and self.ours(state):
-                self._queued[state.key] = None
+                self.queue.mark(state.key)
         self._mark_status()
         self._ready = True
         while True:
-            if not self._queued:
-                self._wake.clear()
+            if self.queue.idle:
                 self._quiet.set()
-                await self._wake.wait()
-                continue
+            keys = await self.queue.get_batch(BURST_LIMIT, order=self._pending_order)
             self._quiet.clear()
-            self._working = True
             try:
-                await self._burst()
+                await self._burst(keys)
             finally:
-                self._working = False
+                for key in keys:
+                    self.queue.done(key)
             await asyncio.sleep(0)  # let watch events in between bursts
 
     def decide(self, keys: list[str]) -> list[tuple[PodState, Binding | Unschedulable]]:
@@ -566,25 +555,15 @@ class Scheduler:
                 out.append((placeable[decision.pod], decision))
         return out
 
-    def _next_burst(self) -> list[str]:
-        """The queued pods of the next burst: all of them, or the first `BURST_LIMIT` in pending order (pods that
-        cannot be decided at all first: they cost nothing), so one burst never holds the event loop for long."""
-        if len(self._queued) <= BURST_LIMIT:
-            keys = list(self._queued)
-        else:
+    def _pending_order(self, key: str) -> tuple[int, tuple[int, datetime, str, str] | str]:
+        """Which queued pods make the next burst when more than `BURST_LIMIT` are queued: the first in pending order
+        (pods that cannot be decided at all first: they cost nothing), so one burst never holds the loop for long."""
+        state = self.pods.get(*_split_key(key))
+        info = None if state is None else state.info
+        return (0, key) if info is None else (1, pending_key(info))
 
-            def order(key: str) -> tuple[int, tuple[int, datetime, str, str] | str]:
-                state = self.pods.get(*_split_key(key))
-                info = None if state is None else state.info
-                return (0, key) if info is None else (1, pending_key(info))
-
-            keys = heapq.nsmallest(BURST_LIMIT, self._queued, key=order)
-        for key in keys:
-            del self._queued[key]
-        return keys
-
-    async def _burst(self) -> None:
-        keys = self._next_burst()
+    async def _burst(self, keys: list[str]) -> None:
+        self._unschedulable.difference_update(keys)  # decided again now: a refusal below marks it again
         writes: list[Awaitable[None]] = []
         for state, decision in self.decide(keys):
             if isinstance(decision, Binding):
@@ -669,31 +648,7 @@ class Scheduler:
     # -- retries after store failures ------------------------------------------------------------------------------
 
     def _retry_later(self, key: str) -> None:
-        self._retry_at[key] = self.clock.now() + self.retry_after
-        self._retry_changed.set()
-
-    async def _retry_loop(self) -> None:
-        while True:
-            self._retry_changed.clear()
-            if not self._retry_at:
-                await self._retry_changed.wait()
-                continue
-            delay = min(self._retry_at.values()) - self.clock.now()
-            if delay > 0:
-                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-                changed = asyncio.ensure_future(self._retry_changed.wait())
-                try:
-                    await asyncio.wait({sleeper, changed}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    sleeper.cancel()
-                    changed.cancel()
-                continue
-            now = self.clock.now()
-            for key, at in list(self._retry_at.items()):
-                if at <= now:
-                    del self._retry_at[key]
-                    self._unschedulable.discard(key)
-                    self._queue(key)
+        self.queue.mark_at(key, self.clock.now() + self.retry_after)
 
     # -- class status --------------------------------------------------------------------------------------------
 

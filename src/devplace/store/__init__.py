@@ -33,7 +33,7 @@ from devplace.store._base import (
     stamp_created,
     stamp_updated,
 )
-from devplace.store._cas import DELETE, Decide, Delete, Written, cas
+from devplace.store._cas import DELETE, Decide, Decided, Delete, Written, cas
 from devplace.store._informers import Change, Informer, ObjKey
 from devplace.store._memory import MemoryStore
 from devplace.store._open import open_store
@@ -51,6 +51,7 @@ __all__ = [
     "Applied",
     "Change",
     "Decide",
+    "Decided",
     "Delete",
     "EncodedObject",
     "EncodedPage",

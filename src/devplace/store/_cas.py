@@ -16,6 +16,12 @@ trip when the cache is current, the common case for Allocate). A cached copy may
 nor a refusal made on it is final: a `Conflict` re-reads at once (no backoff: that was staleness, not contention)
 and a `Refused` raised by the decision on the cached copy is re-decided once on a fresh read before it is raised.
 `decide` must not change its argument: the first attempt may get the caller's cached object itself.
+
+A decision that computes something the caller needs afterwards (the claim Allocate made, the evaluated placement)
+returns it with its outcome as `Decided(outcome, value)`: `cas` acts on `outcome` and returns `value` as
+`Written.value`, taken from the same decision the write (or "unchanged") rests on, never from an earlier attempt's.
+A plain decision's `value` is None (typed `Any`, so a caller whose decision is itself typed loosely still gets a
+typed `Written`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar, overload
 
 from devplace import errors
 from devplace.clocks import Clock, SystemClock
@@ -51,14 +57,31 @@ Decide = Callable[[dict[str, Any]], "dict[str, Any] | Delete | Awaitable[dict[st
 
 Action = Literal["updated", "deleted", "unchanged"]
 
+V = TypeVar("V")
+W = TypeVar("W")
+
 
 @dataclass(frozen=True)
-class Written:
+class Decided(Generic[V]):
+    """A decision with a value for the caller: `cas` acts on `outcome` as if the decision had returned it, and
+    returns `value` as `Written.value` (module docstring)."""
+
+    outcome: dict[str, Any] | Delete | None
+    value: V
+
+
+DecideValue = Callable[[dict[str, Any]], "Decided[V] | Awaitable[Decided[V]]"]
+
+
+@dataclass(frozen=True)
+class Written(Generic[W]):
     """What `cas` did: `object` is the stored result, the deleted object (its resourceVersion is the deletion's
-    revision), or for "unchanged" the object the decision was made on."""
+    revision), or for "unchanged" the object the decision was made on; `value` is the deciding `Decided`'s value
+    (None for a plain decision)."""
 
     object: dict[str, Any]
     action: Action
+    value: W
 
 
 DEFAULT_ATTEMPTS = 8
@@ -72,6 +95,7 @@ def backoff(attempt: int, base_delay: float = BASE_DELAY, max_delay: float = MAX
     return nominal * random.uniform(0.5, 1.5)
 
 
+@overload
 async def cas(
     store: Store,
     kind: str,
@@ -84,7 +108,38 @@ async def cas(
     attempts: int = DEFAULT_ATTEMPTS,
     base_delay: float = BASE_DELAY,
     max_delay: float = MAX_DELAY,
-) -> Written:
+) -> Written[Any]: ...
+
+
+@overload
+async def cas(
+    store: Store,
+    kind: str,
+    name: str,
+    namespace: str,
+    decide: DecideValue[V],
+    *,
+    first: Mapping[str, Any] | None = None,
+    clock: Clock | None = None,
+    attempts: int = DEFAULT_ATTEMPTS,
+    base_delay: float = BASE_DELAY,
+    max_delay: float = MAX_DELAY,
+) -> Written[V]: ...
+
+
+async def cas(
+    store: Store,
+    kind: str,
+    name: str,
+    namespace: str,
+    decide: Decide | DecideValue[Any],
+    *,
+    first: Mapping[str, Any] | None = None,
+    clock: Clock | None = None,
+    attempts: int = DEFAULT_ATTEMPTS,
+    base_delay: float = BASE_DELAY,
+    max_delay: float = MAX_DELAY,
+) -> Written[Any]:
     """Apply `decide` to the current object until a compare-and-swap lands (see the module docstring).
 
     Raises `NotFound` when the object does not exist (or is deleted meanwhile), `Conflict` after `attempts` lost
@@ -110,14 +165,17 @@ async def cas(
             if from_cache:
                 continue  # refused on a possibly stale copy: decide once more on the store's
             raise
+        value: Any = None
+        if isinstance(outcome, Decided):
+            value, outcome = outcome.value, outcome.outcome
         if outcome is None:
-            return Written(current, "unchanged")
+            return Written(current, "unchanged", value)
         try:
             if isinstance(outcome, Delete):
                 rv = str((current.get("metadata") or {}).get("resourceVersion") or "")
                 gone = await store.delete(kind, name, namespace, resource_version=rv or None)
-                return Written(gone, "deleted")
-            return Written(await store.update(outcome), "updated")
+                return Written(gone, "deleted", value)
+            return Written(await store.update(outcome), "updated", value)
         except errors.Conflict:
             if from_cache:
                 continue  # the cache was behind: read and decide again at once
