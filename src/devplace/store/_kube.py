@@ -263,21 +263,6 @@ class KubeStore(RestClient):
         params = selector_params(selector, fields)
         return await self._list_pages(resource.collection(namespace), params, page_size=_PAGE_SIZE)
 
-    async def list_page(
-        self,
-        kind: str,
-        namespace: str | None = None,
-        selector: str | None = None,
-        *,
-        fields: str | None = None,
-        after: tuple[str, str] | None = None,
-        limit: int,
-        max_bytes: int,
-    ) -> base.EncodedPage:
-        """`base.Store.list_page`, cut from the whole list (`base.page_of`): a client reads the server's pages."""
-        base.PageCut(after, limit, max_bytes)  # refuses bad bounds before a round trip
-        return base.page_of(await self.list(kind, namespace, selector, fields=fields), after, limit, max_bytes)
-
     async def _head(self, resource: Resource, namespace: str | None, params: Mapping[str, str]) -> int:
         """The revision a list of `resource` is served at: the cheapest read that tells it (`limit=1`)."""
         page = await self._call("GET", resource.collection(namespace), params={**params, "limit": "1"})

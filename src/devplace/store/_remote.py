@@ -126,21 +126,6 @@ class RemoteStore(RestClient):
             return ObjectList([], await self.revision())  # that scope cannot hold this kind
         return await self._list_pages(resource.collection(namespace), selector_params(selector, fields))
 
-    async def list_page(
-        self,
-        kind: str,
-        namespace: str | None = None,
-        selector: str | None = None,
-        *,
-        fields: str | None = None,
-        after: tuple[str, str] | None = None,
-        limit: int,
-        max_bytes: int,
-    ) -> base.EncodedPage:
-        """`base.Store.list_page`, cut from the whole list (`base.page_of`): a client reads the server's pages."""
-        base.PageCut(after, limit, max_bytes)  # refuses bad bounds before a round trip
-        return base.page_of(await self.list(kind, namespace, selector, fields=fields), after, limit, max_bytes)
-
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         key = base.key_of(obj)
         base.resource_version_of(obj)  # the same refusals as every backend, before a round trip

@@ -387,6 +387,28 @@ class RestClient:
         self._watches: set[LineStreamWatch[Any]] = set()
         self._closed = False
 
+    async def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
+    ) -> ObjectList:
+        """`base.Store.list`: each backend knows its paths."""
+        raise NotImplementedError
+
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> base.EncodedPage:
+        """`base.Store.list_page`, cut from the whole list (`base.page_of`): both backends are clients of a server
+        whose own lists are already paged."""
+        base.PageCut(after, limit, max_bytes)  # refuses bad bounds before a round trip
+        return base.page_of(await self.list(kind, namespace, selector, fields=fields), after, limit, max_bytes)
+
     def _http(self) -> httpx2.AsyncClient:
         if self._closed:
             raise errors.Unavailable("store is closed")
