@@ -31,6 +31,11 @@ BENCHES = [
     "etcd",
     "hostile",
     "distributed",
+    "nvml",
+    "httpclients",
+    "footprint",
+    "cel",
+    "dra_allocate",
 ]
 RESULTS = Path(__file__).parent / "results"
 

@@ -13,9 +13,10 @@ Workloads (full / `--quick`):
 - `no_solution`: a pod asking 11 devices on 500 nodes of 10: time of the whole refusal divided by the nodes (goal
   < 10 ms per node; DRA's allocator is D!/(D-k)! here, kubernetes#131730), and devices examined per node.
 - `shell` (through the store): the same device workload (and a cpu/memory one) through `Scheduler` over a
-  `MemoryStore`: pods created first, then the scheduler started, timed until every pod is bound and the scheduler idle
-  (informer listing, decisions, one Pod CAS per binding, class status). Reported with the cost of the raw store write
-  it must do per pod (a Pod update) measured in the same run, and the ratio between the two.
+  `MemoryStore`, each Node advertising its GPUs' Instance-level resources as kubelets do: pods created first, then
+  the scheduler started, timed until every pod is bound and the scheduler idle (informer listing, decisions, one Pod
+  CAS per binding, class status). Reported with the cost of the raw store write it must do per pod (a Pod update)
+  measured in the same run, and the ratio between the two.
 Context (published, other machines): kube-scheduler CI floors 680 pods/s (5,000 nodes, basic) and 40-51 pods/s
 (DRA, 500 nodes x 10 devices). Figures here are measured in-process on one core; nothing asserts a time.
 """
@@ -272,13 +273,11 @@ async def _shell_once(rng: random.Random, nodes: int, per_node: int, pods: int, 
         for n in range(nodes):
             node = f"node-{n:05d}"
             cpu, memory = (32, 128) if per_node else (rng.choice([8, 16, 32, 64]), rng.choice([32, 64, 128, 256]))
+            allocatable = {"cpu": str(cpu), "memory": f"{memory}Gi", "pods": "110"}
+            # each GPU's Instance-level resource, as the node's kubelet advertises it once the agent's plugin registered
+            allocatable.update({f"devplace.io/gpu-{n:05d}-{i}": "1" for i in range(per_node)})
             await store.create(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {"name": node},
-                    "status": {"allocatable": {"cpu": str(cpu), "memory": f"{memory}Gi", "pods": "110"}},
-                }
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "status": {"allocatable": allocatable}}
             )
             for i in range(per_node):
                 gpu = f"gpu-{n:05d}-{i}"

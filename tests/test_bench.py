@@ -161,3 +161,65 @@ def test_the_etcd_bench_reports_the_cas_ratio_it_measured_against_a_bare_etcd_tx
     assert all(0 < figures["p50_us"] <= figures["p99_us"] for figures in (*cas.values(), *listing.values()))
     assert ratios["cas_update_over_bare_txn_p50"] == round(cas["cas_update"]["p50_us"] / cas["bare_txn"]["p50_us"], 2)
     assert ratios["list_over_bare_range_p50"] == round(listing["list"]["p50_us"] / listing["bare_range"]["p50_us"], 2)
+
+
+def test_the_nvml_bench_watches_eight_gpus_without_spinning_and_times_xids_to_the_kubelet() -> None:
+    result = quick("nvml")
+    steady, xids = result["steady_state"], result["xid_to_unhealthy"]
+    assert (steady["gpus"], steady["nvml_inits"], steady["nvml_reads"]) == (8, 1, 8 * 11)  # read once, every attribute
+    assert steady["event_waits_in_window"] <= steady["window_seconds"] / steady["wait_timeout_seconds"] + 1
+    assert steady["cpu_per_wall_second"] == pytest.approx(steady["cpu_seconds"] / steady["window_seconds"], abs=2e-5)
+    assert (xids["gpus"], xids["samples"], xids["resets"]) == (8, 8, 1)
+    assert 0 < xids["p50_seconds"] <= xids["p99_seconds"] <= xids["max_seconds"]
+    assert xids["p99_within_1s"] is (xids["p99_seconds"] <= 1.0)
+
+
+def test_the_http_clients_bench_compares_the_stores_exchanges_with_httpx2_on_the_same_server() -> None:
+    result = quick("httpclients")
+    assert set(result["put_client_cpu_us"]) == {"exchanges", "httpx2"}
+    assert all(v > 0 for v in result["put_client_cpu_us"].values())
+    assert result["ratios"]["exchanges_over_httpx2_put"] == round(
+        result["put_client_cpu_us"]["exchanges"] / result["put_client_cpu_us"]["httpx2"], 3
+    )
+    assert set(result["watch_event_client_cpu_us"]) == {"exchanges", "httpx2"}
+
+
+def test_the_cel_bench_reports_cached_against_first_time_verdicts_and_the_library_scores() -> None:
+    result = quick("cel")
+    per_device = result["per_device"]
+    assert per_device["hits"] + per_device["misses"] == 2 * per_device["devices"] * per_device["classes"]
+    assert per_device["first_us"] > 0
+    assert per_device["cached_us"] > 0
+    assert result["ratios"]["first_over_cached"] == per_device["first_over_cached"]
+    assert result["libraries"]["cel-expr-python"]["conformant"] == result["libraries"]["vectors"]
+    hostile = result["hostile"]
+    assert {"nested_5000_deep", "one_megabyte", "over_the_cost_budget", "quadratic_over_attributes"} <= set(hostile)
+    assert "too complex" in hostile["over_the_cost_budget"]["reason"]
+    assert hostile["claim_selectors"] == 18
+    assert hostile["claim_s"] > 0
+
+
+def test_the_footprint_bench_measures_an_idle_agent_with_three_devices_and_the_import_cost() -> None:
+    result = quick("footprint")
+    assert result["devices"] == 3
+    assert result["samples"] >= 2
+    assert 0 < result["agent_rss_mib"] < 1024
+    imports = result["import_rss_mib"]
+    assert imports["bare_interpreter"] < min(imports["devplace.agent"], imports["devplace.cli"])
+
+
+def test_the_dra_allocate_bench_fills_the_cluster_and_never_fits_an_unsatisfiable_claim() -> None:
+    result = quick("dra_allocate")
+    fill = result["fill"]
+    assert fill["scheduled"] == fill["pods"] == 200
+    assert fill["pods_per_s"] > 0
+    assert fill["filter_calls"] >= fill["pods"]
+    sampling = result["fill_kubernetes_sampling"]
+    assert sampling["scheduled"] == sampling["pods"]
+    assert sampling["filter_calls"] == sampling["pods"] * sampling["feasible_nodes_per_pod"]
+    worst = result["worst"]
+    assert worst["filters"] == 2 * worst["claims"]
+    assert worst["wrong_fits"] == 0
+    assert worst["undecided"] == 0
+    assert 0 < worst["filter_us_p50"] <= worst["filter_us_p99"] <= worst["filter_us_max"]
+    assert set(worst["per_family_us_p99"]) == set(importlib.import_module("bench.dra_allocate").FAMILIES)

@@ -37,10 +37,23 @@ ROOTS = (
     "io.k8s.api.batch.v1.Job",
     "io.k8s.api.batch.v1.JobList",
     "io.k8s.api.autoscaling.v1.Scale",
+    *(
+        f"io.k8s.api.{group}.v1.{kind}{suffix}"
+        for group, kind in (
+            ("core", "Event"),
+            ("core", "ServiceAccount"),
+            ("events", "Event"),
+            ("rbac", "Role"),
+            ("rbac", "ClusterRole"),
+            ("rbac", "RoleBinding"),
+            ("rbac", "ClusterRoleBinding"),
+        )
+        for suffix in ("", "List")
+    ),
     *(_META + name for name in ("Status", "DeleteOptions", "Patch", "WatchEvent", "ListMeta", "ObjectMeta")),
 )
-"""Every built-in kind devplace serves (and Namespace, which kubectl users apply), their lists, the Scale
-subresource and the meta types the paths use; their references are followed."""
+"""Every built-in kind devplace serves (Namespace, Event, ServiceAccount and the RBAC kinds among them), their lists,
+the Scale subresource and the meta types the paths use; their references are followed."""
 
 _SHORT_DOCS = {
     "io.k8s.apimachinery.pkg.api.resource.Quantity": (

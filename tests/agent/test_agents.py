@@ -404,6 +404,12 @@ async def test_allocate_claims_re_offers_and_refuses_a_slot_held_elsewhere(nodes
     assert b.latest[f"{name}-0"] == "Unhealthy"
     inst = await only_instance(nodes.store)
     assert inst["spec"]["deviceUsage"] == {f"{name}-0": "node-a", f"{name}-1": ""}
+    await nodes.settle()  # the refusal is told on the Instance as an Event, for `kubectl describe`
+    [event] = [e for e in (await nodes.store.list("Event")).items if e["reason"] == "ClaimRefused"]
+    assert (event["involvedObject"]["kind"], event["involvedObject"]["name"]) == ("Instance", name)
+    assert (event["type"], event["reportingInstance"]) == ("Warning", "node-b")
+    assert event["message"].startswith("node-b: a slot claim was refused: ")
+    assert "held by node-a" in event["message"]
     await a.close()
     await b.close()
 

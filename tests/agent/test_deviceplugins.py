@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from devplace.agent import _deviceplugins as plugins
+from devplace.agent import _slots as slots
 from devplace.agent._caches import NodeCache
 from devplace.agent._instances import InstanceRecord
 from devplace.deviceplugin.v1beta1 import api_pb2
@@ -71,6 +72,40 @@ def test_container_response_without_a_known_device_has_envs_but_no_mounts() -> N
     assert list(response.devices) == []
 
 
+def test_gpus_give_their_uuids_joined_their_cdi_devices_and_never_the_reserved_properties_as_env() -> None:
+    first = record(
+        "gpus-1a2b3c",
+        {
+            "NVIDIA_VISIBLE_DEVICES": "GPU-1",
+            "devplace.io/health": "Healthy",
+            "devplace.io/cdi-devices": "nvidia.com/gpu=GPU-1",
+        },
+    )
+    second = record(
+        "gpus-4d5e6f",
+        {
+            "NVIDIA_VISIBLE_DEVICES": "GPU-2",
+            "devplace.io/health": "Unhealthy",
+            "devplace.io/health-reason": "XID 79 (critical error)",
+            "devplace.io/cdi-devices": "nvidia.com/gpu=GPU-2, nvidia.com/gpu=all",
+        },
+    )
+    response = plugins.container_response([(first, "gpus-1a2b3c-0"), (second, "gpus-4d5e6f-0")], {})
+    assert dict(response.envs) == {
+        "NVIDIA_VISIBLE_DEVICES": "GPU-1,GPU-2",  # a list NVIDIA's runtime reads, not the last device's
+        "NVIDIA_VISIBLE_DEVICES_1A2B3C": "GPU-1",
+        "NVIDIA_VISIBLE_DEVICES_4D5E6F": "GPU-2",
+    }
+    assert [d.name for d in response.cdi_devices] == [
+        "nvidia.com/gpu=GPU-1",
+        "nvidia.com/gpu=GPU-2",
+        "nvidia.com/gpu=all",
+    ]
+    again = plugins.container_response([(first, "gpus-1a2b3c-0"), (first, "gpus-1a2b3c-1")], {})
+    assert again.envs["NVIDIA_VISIBLE_DEVICES"] == "GPU-1"
+    assert [d.name for d in again.cdi_devices] == ["nvidia.com/gpu=GPU-1"]
+
+
 def test_two_slots_of_one_instance_name_it_once() -> None:
     response = plugins.container_response([(A, "cams-8120fe-0"), (A, "cams-8120fe-1")], {})
     assert response.annotations["devplace.io/instances"] == "cams-8120fe"
@@ -95,6 +130,7 @@ class _Host:
 
     def __init__(self, cache: NodeCache) -> None:
         self._cache = cache
+        self.refused: list[tuple[str, str, str]] = []
 
     @property
     def cache(self) -> NodeCache:
@@ -109,6 +145,9 @@ class _Host:
 
     def allocated(self, keys: Iterable[Any]) -> None:
         pass
+
+    def claim_refused(self, namespace: str, instance: str, reason: str) -> None:
+        self.refused.append((namespace, instance, reason))
 
     def hold(self) -> Callable[[], None]:
         return lambda: None
@@ -181,3 +220,36 @@ async def test_an_allocate_that_ends_mid_request_releases_what_it_claimed(
         stored = await memory_store.get("Instance", name, "default")
         assert stored["spec"]["deviceUsage"] == {f"{name}-0": "", f"{name}-1": ""}
     assert store.updates == 3  # the first claim, the failed one, the release
+
+
+async def test_a_cl_plugin_recomputes_only_the_part_of_the_instance_that_changed(memory_store: MemoryStore) -> None:
+    names = ["cams-8120fe", "cams-a19705", "cams-c0ffee"]
+    for name in names:
+        await memory_store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
+    cache = NodeCache(memory_store, "node-a", Supervisor("test"))
+    cache.configurations.replace(
+        [
+            {
+                **configuration(capacity=2, unique=False),
+                "metadata": {"name": "cams", "namespace": "default", "resourceVersion": "1"},
+            }
+        ],
+        1,
+    )
+    listing = await memory_store.list("Instance")
+    cache.instances.replace(listing.items, listing.revision)
+    plugin = plugins.ConfigurationPlugin(_Host(cache), "default", "cams", "devplace.io/cams")
+
+    def fresh() -> list[slots.DeviceHealth]:
+        return slots.cl_health((r.usage for r in cache.visible("default", "cams")), "node-a", False)
+
+    before = plugin.devices()
+    assert before == fresh()
+    kept = {name: plugin._parts[name][3] for name in names}
+    stored = await memory_store.get("Instance", names[1], "default")
+    stored["spec"]["deviceUsage"] = {f"{names[1]}-0": "C:cams-a19705-0:node-b", f"{names[1]}-1": ""}
+    cache.instances.record(await memory_store.update(stored))
+    after = plugin.devices()
+    assert after == fresh()
+    assert after != before  # one slot of the second Instance is held by another node now: one vdev less Healthy
+    assert [plugin._parts[name][3] is kept[name] for name in names] == [True, False, True]

@@ -477,6 +477,8 @@ def test_a_change_of_only_the_usage_is_not_checked_again_any_other_change_is(mon
     monkeypatch.setattr(devices.Instance, "without_usage", counting)
     slot = next(iter(first.usage.holders))
     claimed = stored({**first.obj, "spec": {**first.obj["spec"], "deviceUsage": {slot: "node-b"}}}, 8)
+    # a write's stamps move too: the generation (a spec change) and the field manager's entries
+    claimed["metadata"] = {**claimed["metadata"], "generation": 2, "managedFields": [{"manager": "devplace"}]}
     second = InstanceRecord.from_wire(claimed, previous=first)
     assert checked == []
     assert second.usage.to_wire() == {slot: "node-b"}
@@ -490,6 +492,9 @@ def test_a_change_of_only_the_usage_is_not_checked_again_any_other_change_is(mon
         InstanceRecord.from_wire(numeric_rv, previous=second)
     assert [f.path for f in e.value.fields] == ["metadata.resourceVersion"]
     assert checked == ["9", 10]
+    text_generation = {**claimed, "metadata": {**claimed["metadata"], "resourceVersion": "11", "generation": "3"}}
+    InstanceRecord.from_wire(text_generation, previous=second)  # a generation that is no integer: checked again
+    assert checked == ["9", 10, "11"]
 
 
 def test_with_usage_is_the_record_of_the_written_object() -> None:

@@ -564,3 +564,57 @@ def test_once_every_node_repaired_and_resized_only_unowned_problems_remain(wire:
         holder = current.holders[problem.path.removeprefix("spec.deviceUsage.")]
         assert not (isinstance(holder, slots.Unknown) and (holder.names("node-a") or holder.names("node-b")))
         assert not (isinstance(holder, IL | CL) and holder.node in ("node-a", "node-b"))
+
+
+@given(
+    st.dictionaries(_slot, _raw, max_size=8),
+    st.dictionaries(_slot, _raw, max_size=8),
+    st.booleans(),
+    st.integers(1, 4),
+)
+def test_rereading_a_changed_usage_gives_exactly_what_a_fresh_read_gives(
+    before: dict[str, str], after: dict[str, str], same_slots: bool, capacity: int
+) -> None:
+    if same_slots:  # the common case: the same slots, some holders changed
+        after = {slot: after.get(slot, raw) for slot, raw in before.items()}
+    reread = Usage.read(INST, capacity, before).reread(after, before)
+    fresh = Usage.read(INST, capacity, after)
+    assert reread.holders == fresh.holders
+    assert list(reread.holders) == list(fresh.holders)  # the same order
+    assert (reread.held, reread.unreadable) == (fresh.held, fresh.unreadable)
+
+
+def test_rereading_keeps_the_parsed_holders_of_slots_that_did_not_change() -> None:
+    before = {slots.slot_name(INST, 0): "", slots.slot_name(INST, 1): "node-a"}
+    first = Usage.read(INST, 2, before)
+    after = {**before, slots.slot_name(INST, 0): "node-b"}
+    second = first.reread(after, before)
+    assert second.holders[slots.slot_name(INST, 1)] is first.holders[slots.slot_name(INST, 1)]
+    assert second.to_wire() == after
+
+
+# -- a sick device (its handler's `devplace.io/health: Unhealthy`) -------------------------------------------
+
+
+def test_il_health_of_a_sick_device_is_unhealthy_for_every_slot_held_or_free() -> None:
+    u = usage(IL("node-a"), FREE, IL("node-b"))
+    assert [(d.id, d.healthy) for d in slots.il_health(u, "node-a")] == [
+        (f"{INST}-0", True),
+        (f"{INST}-1", True),
+        (f"{INST}-2", False),
+    ]
+    assert [(d.id, d.healthy) for d in slots.il_health(u, "node-a", device_healthy=False)] == [
+        (f"{INST}-0", False),
+        (f"{INST}-1", False),
+        (f"{INST}-2", False),
+    ]
+
+
+@pytest.mark.parametrize("unique", [True, False])
+def test_cl_health_lists_a_sick_instances_vdevs_unhealthy_and_leaves_the_others_alone(unique: bool) -> None:
+    usages = _fresh()
+    healthy = slots.cl_health(usages.values(), "node-a", unique)
+    sick = slots.cl_health(usages.values(), "node-a", unique, unhealthy={A})
+    assert [d.id for d in sick] == [d.id for d in healthy]
+    assert [d.healthy for d in sick if d.instance == A] == [False] * len([d for d in healthy if d.instance == A])
+    assert [d for d in sick if d.instance == B] == [d for d in healthy if d.instance == B]

@@ -3,7 +3,12 @@ in tests/agent/test_daemon.py and tests/e2e/test_akri_handler.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -11,6 +16,10 @@ from typer.testing import CliRunner
 
 from devplace.cli._agents import debug_echo_shared, registration_socket_path, usable_socket_dir
 from devplace.cli._app import app
+from devplace.store import open_store
+from tests.agent.conftest import MiniKubelet, configuration
+from tests.discovery.test_nvml import REAL_ABSENT
+from tests.processes import poll_until, stop_child
 
 
 @pytest.mark.parametrize(
@@ -69,3 +78,80 @@ def test_the_node_name_comes_from_akris_agent_node_name(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "--node: 'Node_A' must consist of lower case" in result.stderr  # AGENT_NODE_NAME was read (and checked)
+
+
+def test_a_malformed_xid_list_stops_the_agent_at_once_naming_the_variable(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["agent", "--store", "memory", "--kubelet-dir", str(tmp_path)],
+        env={"AGENT_NODE_NAME": "node-a", "DP_ENABLE_HEALTHCHECKS": "79,sometimes"},
+    )
+    assert result.exit_code == 1
+    assert result.stderr == "error: DP_ENABLE_HEALTHCHECKS: 'sometimes' is neither an XID (a number) nor 'all'\n"
+
+
+async def _agent_log_for_an_nvml_configuration(sock_dir: Path, tmp_path: Path, *flags: str) -> tuple[str, list[Any]]:
+    """Run `devplace agent FLAGS` with a Configuration naming `nvml` until it has looked (the log line or the
+    node's DiscoveryFailed condition), then SIGTERM it; its log and the Configuration's conditions."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    kubelet = MiniKubelet(sock_dir / "k")
+    await kubelet.start()
+    store = open_store(url)
+    await store.create(configuration(name="gpus", handler="nvml"))
+    log = tmp_path / "agent.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "devplace.cli",
+            "agent",
+            "--node",
+            "node-a",
+            "--store",
+            url,
+            "--kubelet-dir",
+            str(sock_dir / "k"),
+            *flags,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env={**os.environ, "DISCOVERY_HANDLERS_DIRECTORY": str(sock_dir / "akri")},
+        )
+    try:
+
+        async def looked() -> tuple[list[Any]] | None:
+            cfg = await store.get("Configuration", "gpus", "default")
+            conditions = list((cfg.get("status") or {}).get("conditions") or [])
+            return (conditions,) if conditions or "nvml: " in log.read_text() else None
+
+        [conditions] = await poll_until(looked, "the agent looked for GPUs", timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        assert (await store.list("Instance")).items == []
+        return log.read_text(), conditions
+    finally:
+        await stop_child(proc, sig=signal.SIGKILL)
+        await store.close()
+        await kubelet.stop()
+
+
+@pytest.mark.skipif(REAL_ABSENT is None, reason="this machine has a GPU")
+async def test_the_agents_nvml_handler_on_a_node_without_the_driver_reports_no_gpu_in_one_log_line(
+    sock_dir: Path, tmp_path: Path
+) -> None:
+    log, conditions = await _agent_log_for_an_nvml_configuration(sock_dir, tmp_path)
+    lines = [line for line in log.splitlines() if "nvml: " in line and "agent:" not in line]
+    assert len(lines) == 1
+    assert lines[0].endswith(
+        "nvml: reporting no GPUs: libnvidia-ml.so.1 not found: no NVIDIA driver on this node "
+        "(or its libraries are not mounted here)"
+    )
+    assert conditions == []
+    assert "nvml on" in log
+
+
+async def test_an_agent_with_no_nvml_has_no_nvml_handler(sock_dir: Path, tmp_path: Path) -> None:
+    log, conditions = await _agent_log_for_an_nvml_configuration(sock_dir, tmp_path, "--no-nvml")
+    assert [(c["type"], c["status"]) for c in conditions] == [("DiscoveryFailed", "True")]
+    assert "no discovery handler 'nvml' registered on node-a" in conditions[0]["message"]
+    assert "nvml off" in log

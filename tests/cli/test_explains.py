@@ -20,13 +20,10 @@ from devplace.store import open_store
 HIGH = "nvidia.high.mem"
 
 
-def node(name: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
-    }
+def node(name: str, cpu: str, gpu: str | None = None) -> dict[str, Any]:
+    """A Node; its kubelet advertises `gpu`'s Instance-level resource (the scheduler chooses only advertised ones)."""
+    allocatable = {"cpu": cpu, "memory": "8Gi", "pods": "110", **({f"devplace.io/{gpu}": "1"} if gpu else {})}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"allocatable": allocatable}}
 
 
 def gpu(name: str, on: str, memory: str) -> dict[str, Any]:
@@ -53,8 +50,8 @@ def pod(name: str, cpu: str, gpus: int = 0, node_name: str | None = None) -> dic
 
 CLUSTER = [
     node("node-a", "1"),
-    node("node-b", "8"),
-    node("node-c", "8"),
+    node("node-b", "8", "gpus-aaaaaa"),
+    node("node-c", "8", "gpus-cccccc"),
     {
         "apiVersion": "devplace.io/v1alpha1",
         "kind": "Configuration",
@@ -145,7 +142,10 @@ def test_explain_prints_json_for_programs(cli: CliRunner) -> None:
     ("args", "error"),
     [
         (["explain", "pod", "ghost"], "error: pod default/ghost not found\n"),
-        (["explain", "node", "node-a"], "error: kind: only pods are explained, not 'node'\n"),
+        (
+            ["explain", "node", "node-a"],
+            "error: kind: only pods, resource classes and configurations are explained, not 'node'\n",
+        ),
         (["explain", "pod", "web", "-o", "name"], "error: output: 'name' is not one of table, json, yaml\n"),
     ],
 )
@@ -165,3 +165,40 @@ def test_on_a_terminal_the_verdicts_are_a_rich_table_after_the_heading() -> None
 
 def test_a_cluster_without_nodes_says_so() -> None:
     assert Explanation("default/p", "", ()).heading == "Pod default/p (pending): 0/0 nodes are available: no nodes."
+
+
+def test_explain_resourceclass_shows_the_device_class_it_compiles_to(cli: CliRunner) -> None:
+    import yaml
+
+    result = cli.invoke(app, ["explain", "resourceclass", HIGH])
+    assert result.exit_code == 0, result.output
+    device_class = yaml.safe_load(result.output)
+    assert device_class["kind"] == "DeviceClass"
+    assert device_class["spec"]["extendedResourceName"] == f"rc.devplace.io/{HIGH}"
+    assert 'device.driver == "devplace.io"' in device_class["spec"]["selectors"][0]["cel"]["expression"]
+    missing = cli.invoke(app, ["explain", "resourceclass", "nope"])
+    assert missing.exit_code != 0
+
+
+def test_explain_configuration_shows_the_device_class_of_its_akri_resource_selecting_its_devices(
+    cli: CliRunner,
+) -> None:
+    import yaml
+
+    from devplace.api import DRIVER, DeviceInput, compile_selector, instance_device
+
+    result = cli.invoke(app, ["explain", "configuration", "gpus", "-n", "default"])
+    assert result.exit_code == 0, result.output
+    device_class = yaml.safe_load(result.stdout)
+    assert device_class["metadata"]["name"] == "gpus.devplace.io"
+    assert device_class["spec"]["extendedResourceName"] == "devplace.io/gpus"
+    selector = compile_selector(device_class["spec"]["selectors"][0]["cel"]["expression"])
+    ours, theirs = gpu("gpus-aaaaaa", "node-b", "16G"), gpu("cams-bbbbbb", "node-b", "16G")
+    theirs["spec"]["configurationName"] = "cams"
+    assert [selector.matches(DeviceInput(DRIVER, instance_device(i).to_wire())) for i in (ours, theirs)] == [
+        True,
+        False,
+    ]
+    missing = cli.invoke(app, ["explain", "configuration", "nope"])
+    assert missing.exit_code == 1
+    assert "not found" in missing.stderr

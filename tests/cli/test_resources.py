@@ -335,6 +335,37 @@ def test_bad_requests_are_one_error_line_and_exit_code_1(applied: CliRunner, arg
     assert result.stderr.startswith(message)
 
 
+DRA_MANIFESTS = Path(__file__).resolve().parents[1] / "fixtures" / "dra" / "manifests.yaml"
+
+
+@pytest.mark.parametrize(
+    ("args", "header", "row"),
+    [
+        (["deviceclasses"], ["NAME", "AGE"], ["gpu.example.com"]),
+        (
+            ["resourceslices"],
+            ["NAME", "NODE", "DRIVER", "POOL", "AGE"],
+            ["cat-slice", "<none>", "resource-driver.example.com", "black-cat-pool"],
+        ),
+        (["resourceclaims"], ["NAMESPACE", "NAME", "STATE", "AGE"], ["default", "example-resource-claim", "pending"]),
+        (
+            ["resourceclaimtemplates", "-n", "cel-selector"],
+            ["NAMESPACE", "NAME", "AGE"],
+            ["cel-selector", "single-gpu-cel"],
+        ),
+    ],
+)
+def test_get_prints_kubernetes_columns_for_the_dra_kinds(
+    cli: CliRunner, args: list[str], header: list[str], row: list[str]
+) -> None:
+    assert cli.invoke(app, ["apply", "-f", str(DRA_MANIFESTS)]).exit_code == 0
+    result = cli.invoke(app, ["get", *args])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == header
+    assert lines[1].split()[: len(row)] == row
+
+
 def test_describe_shows_the_object(applied: CliRunner) -> None:
     result = applied.invoke(app, ["describe", "instance", "akri-debug-echo-482878"])
     assert result.exit_code == 0

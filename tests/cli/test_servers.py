@@ -15,10 +15,12 @@ from pathlib import Path
 import httpx2
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from devplace.cli import app
 from devplace.cli._servers import kubeconfig, listening_socket, server_url, write_private
 from devplace.store import open_store
-from tests.servers import spawn_server
+from tests.servers import free_port, spawn_server
 
 
 def test_a_spawned_server_serves_the_store_it_was_given(tmp_path: Path) -> None:
@@ -187,3 +189,37 @@ def test_a_kubeconfig_that_cannot_be_written_is_an_error_exit(tmp_path: Path) ->
             proc.wait(timeout=10)
     assert proc.returncode == 1
     assert stderr.decode().startswith(f"error: cannot write {tmp_path / 'missing' / 'config'}: ")
+
+
+# -- wait-ready ----------------------------------------------------------------------------------------------------
+
+
+def test_wait_ready_returns_once_a_server_started_in_the_background_answers(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _start(f"sqlite:///{tmp_path}/w.db", port)  # started, not yet listening: wait-ready waits for it
+    try:
+        result = CliRunner().invoke(app, ["wait-ready", "--server", f"http://127.0.0.1:{port}", "--timeout", "60"])
+        assert (result.exit_code, result.output) == (0, "")
+        assert httpx2.get(f"http://127.0.0.1:{port}/api/v1/nodes", timeout=10).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)
+
+
+def test_wait_ready_takes_the_server_from_an_http_store_url(tmp_path: Path) -> None:
+    with spawn_server(f"sqlite:///{tmp_path}/s.db") as base_url:
+        result = CliRunner(env={"DEVPLACE_STORE": base_url}).invoke(app, ["wait-ready"])
+    assert (result.exit_code, result.output) == (0, "")
+
+
+def test_wait_ready_fails_naming_the_server_when_nothing_answers_in_time() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nobody listens there
+    result = CliRunner().invoke(app, ["wait-ready", "--server", url, "--timeout", "0.2"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {url} is not ready after 0.2 s: the API server at {url} did not answer")
+
+
+def test_wait_ready_refuses_a_store_that_is_no_server() -> None:
+    result = CliRunner(env={"DEVPLACE_STORE": "memory"}).invoke(app, ["wait-ready"])
+    assert result.exit_code == 2
+    assert "'memory' is not an http(s):// URL of a devplace server" in result.output

@@ -89,7 +89,7 @@ def test_act_1_applies_the_examples_and_refuses_a_stale_write_and_a_bad_manifest
         line.startswith("ok: update at resourceVersion") and "409 Conflict" in line and "is stale" in line
         for line in lines
     )
-    assert "error: Configuration default/Bad_Name: metadata.name: 'Bad_Name' must consist of" in out
+    assert "error: Configuration.akri.sh \"Bad_Name\" is invalid: [metadata.name: 'Bad_Name' must consist of" in out
     assert "ok: 422 Invalid naming metadata.name, spec.capacity" in lines
 
 

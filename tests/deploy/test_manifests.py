@@ -49,7 +49,7 @@ def test_every_manifest_is_valid_kubernetes_in_strict_mode(where, doc):
 
 
 def test_the_manifests_are_the_parts_akri_users_replace_and_what_they_need():
-    assert set(BY_KIND["DaemonSet"]) == {"devplace-agent"}
+    assert set(BY_KIND["DaemonSet"]) == {"devplace-agent", "devplace-gpu-handler"}
     assert set(BY_KIND["Deployment"]) == {"devplace-controller", "devplace-scheduler"}
     assert set(BY_KIND["ServiceAccount"]) == set(BY_KIND["ClusterRole"]) == set(BY_KIND["ClusterRoleBinding"])
     assert len(BY_KIND["CustomResourceDefinition"]) == len(definitions())
@@ -105,6 +105,34 @@ def test_the_agent_runs_with_akris_environment_and_host_paths():
     agent = _command(cli_app, container["args"])
     names = {name for param in agent.params for name in getattr(param, "envvar", None) or ()}
     assert "AGENT_NODE_NAME" in names  # the agent takes its node from Akri's variable, no flag needed
+
+
+def test_the_gpu_handler_runs_on_gpu_nodes_with_nvidias_runtime_and_registers_where_the_agent_listens():
+    spec = pod_spec("DaemonSet", "devplace-gpu-handler")
+    [container] = spec["containers"]
+    assert container["args"] == ["handler", "nvml"]
+    handler = _command(cli_app, container["args"])
+    assert handler.commands["nvml"].name == "nvml"
+    assert spec["runtimeClassName"] == "nvidia"  # NVIDIA's toolkit brings libnvidia-ml and /dev/nvidia*
+    assert spec["nodeSelector"]["nvidia.com/gpu.present"] == "true"
+    assert spec["automountServiceAccountToken"] is False  # it never talks to the API server
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {
+        "DISCOVERY_HANDLERS_DIRECTORY": "/var/lib/akri",
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "NVIDIA_DRIVER_CAPABILITIES": "utility",
+    }
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    mounted = {m["mountPath"]: (host_paths[m["name"]], m.get("readOnly", False)) for m in container["volumeMounts"]}
+    assert mounted == {
+        "/var/lib/akri": ("/var/lib/akri", False),  # the agent's registration socket, the handler's own socket
+        "/etc/cdi": ("/etc/cdi", True),
+        "/var/run/cdi": ("/var/run/cdi", True),
+    }
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["image"] == f"devplace:{__version__}"
+    [agent] = pod_spec("DaemonSet", "devplace-agent")["containers"]
+    assert "--no-nvml" in agent["args"]  # GPUs come from the handler, which has NVIDIA's libraries
 
 
 def _command(app: typer.Typer, args: list[str]) -> Any:

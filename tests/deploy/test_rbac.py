@@ -17,7 +17,7 @@ import yaml
 
 from devplace.clocks import FakeClock
 from devplace.sim import Fleet
-from devplace.store import MemoryStore
+from devplace.store import InformerSet, MemoryStore
 from tests.agent.conftest import Nodes
 from tests.deploy.recordings import Recording, Request
 from tests.e2e.scenarios import BROKER, SERVICE
@@ -32,6 +32,10 @@ AKRI, CORE, BATCH, DEVPLACE = "akri.sh", "", "batch", "devplace.io"
 def _all(group: str, resource: str, *verbs: str) -> set[Request]:
     return {(verb, group, resource) for verb in verbs}
 
+
+EVENTS = _all(CORE, "events", "get", "list", "create", "update", "delete")
+"""Every part's Events (store.EventRecorder): created, a repeat's count updated by compare-and-swap (get after a lost
+one), this component's old ones listed and deleted by the sweep."""
 
 NEEDS: dict[str, set[Request]] = {
     "agent": (
@@ -48,6 +52,7 @@ NEEDS: dict[str, set[Request]] = {
         | _all(CORE, "pods", "list", "watch")
         | _all(CORE, "secrets", "list", "watch")
         | _all(CORE, "configmaps", "list", "watch")
+        | EVENTS
     ),
     "controller": (
         # what it deploys: broker Pods and Jobs, their Services, dynamic pools' ConfigMaps; get when a create finds
@@ -63,6 +68,7 @@ NEEDS: dict[str, set[Request]] = {
         | _all(AKRI, "instances", "get", "list", "watch", "update", "delete")
         | _all(CORE, "nodes", "list", "watch")
         | _all(DEVPLACE, "resourceclasses", "list", "watch")
+        | EVENTS
     ),
     "scheduler": (
         # binding (nodeName and device annotations) by compare-and-swap; PodScheduled=False with the reasons
@@ -74,6 +80,7 @@ NEEDS: dict[str, set[Request]] = {
         # ResourceClass status (allocatable, requested)
         | _all(DEVPLACE, "resourceclasses", "get", "list", "watch", "update")
         | _all(DEVPLACE, "resourceclasses/status", "update")
+        | EVENTS
     ),
 }
 
@@ -194,8 +201,10 @@ async def _kubelet_missing_scenario(recording: Recording, clock: FakeClock, root
 async def test_the_parts_ask_the_cluster_for_nothing_their_roles_do_not_grant(tmp_path):
     clock = FakeClock()
     recording = Recording(MemoryStore(clock=clock), GROUPS)
+    InformerSet.of(recording, shared=False)  # each part asks for what it reads, as alone in its own process
     await _fleet_scenario(recording, clock)
     alone = Recording(MemoryStore(clock=clock), GROUPS)
+    InformerSet.of(alone, shared=False)
     await _kubelet_missing_scenario(alone, clock, tmp_path)
     for part, requests in alone.requests.items():
         recording.requests.setdefault(part, set()).update(requests)

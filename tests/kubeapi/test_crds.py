@@ -164,7 +164,7 @@ def test_names_scope_and_short_names_are_what_discovery_serves():
     config, instance = BY_NAME["configurations.akri.sh"]["spec"], BY_NAME["instances.akri.sh"]["spec"]
     assert config["names"]["shortNames"] == ["akric"]
     assert instance["names"]["shortNames"] == ["akrii"]
-    assert config["names"]["categories"] == ["akri", "devplace"]
+    assert config["names"]["categories"] == ["all", "akri", "devplace"]
     assert BY_NAME["resourceclasses.devplace.io"]["spec"]["scope"] == "Cluster"
     assert BY_NAME["projects.fleet.devplace.io"]["spec"]["names"]["categories"] == ["fleet"]
     for crd in CRDS:

@@ -328,3 +328,66 @@ def test_an_applied_configuration_may_not_carry_managed_fields_or_unkeyed_list_i
     config["spec"]["template"]["spec"]["containers"].append({"image": "no-name"})
     with pytest.raises(errors.Invalid, match=r"spec\.template\.spec\.containers"):
         apply(None, config, "kubectl")
+
+
+# -- from client-side apply to server-side apply (Kubernetes' last-applied manager and updater) -----------------------
+
+
+def client_side_applied(obj: dict[str, Any]) -> dict[str, Any]:
+    """What `kubectl apply` (client-side) leaves: the object with its last-applied annotation, created by
+    `kubectl-client-side-apply` (an Update entry owning what it wrote)."""
+    annotated = copy.deepcopy(obj)
+    annotated["metadata"]["annotations"] = {patches.LAST_APPLIED: patches.last_applied_text(obj)}
+    recorded = managedfields.recorded(
+        None, annotated, manager="kubectl-client-side-apply", api_version="apps/v1", now=T0
+    )
+    return stored(recorded)
+
+
+def test_kubectl_server_side_apply_takes_over_what_it_applied_client_side() -> None:
+    live = client_side_applied(deployment(replicas=1))
+    applied = apply(live, deployment(replicas=2), "kubectl")
+    assert applied["spec"]["replicas"] == 2
+    assert REPLICAS in owners(applied)[("kubectl", "Apply")]
+    assert REPLICAS not in owners(applied)[("kubectl-client-side-apply", "Update")]
+    last = applied["metadata"]["annotations"][patches.LAST_APPLIED]
+    assert last == patches.last_applied_text(deployment(replicas=2))  # kept in step for kubectl's next apply
+
+
+def test_another_manager_or_a_field_changed_since_still_conflicts() -> None:
+    live = client_side_applied(deployment(replicas=1))
+    with pytest.raises(errors.Conflict):
+        apply(live, deployment(replicas=2), "helm")  # only kubectl upgrades
+    scaled = copy.deepcopy(live)
+    scaled["spec"]["replicas"] = 3  # changed by someone else since the client-side apply (no longer as applied)
+    scaled["metadata"]["managedFields"] = managedfields.updated_managed_fields(
+        live, scaled, manager="kubectl-client-side-apply", api_version="apps/v1", now=T0, root=None
+    )
+    with pytest.raises(errors.Conflict) as caught:
+        apply(scaled, deployment(replicas=2), "kubectl")
+    assert [c.path for c in caught.value.fields] == [REPLICAS]
+
+
+def test_an_update_may_reset_or_replace_the_managed_fields_as_kubernetes_allows() -> None:
+    live = apply(None, deployment(), "alice")
+    for reset in ([], [{}]):
+        entries = managedfields.updated_managed_fields(
+            live, live, manager="bob", api_version="apps/v1", now=T0, root=None, requested=reset
+        )
+        assert entries == []
+    moved = [
+        {
+            "manager": "carol",
+            "operation": "Apply",
+            "apiVersion": "apps/v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {"f:replicas": {}}},
+        }
+    ]
+    entries = managedfields.updated_managed_fields(
+        live, live, manager="bob", api_version="apps/v1", now=T0, root=None, requested=moved
+    )
+    assert [(e["manager"], e["fieldsV1"]) for e in entries] == [("carol", {"f:spec": {"f:replicas": {}}})]
+    with pytest.raises(errors.Invalid) as caught:
+        managedfields.requested_managers([{"manager": "x", "operation": "Take"}])
+    assert caught.value.fields[0].path == "metadata.managedFields[0].operation"

@@ -325,6 +325,27 @@ def test_every_field_of_the_device_kinds_has_a_description_for_kubectl_explain()
         assert undocumented == []
 
 
+@pytest.mark.parametrize("kind", ["DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"])
+def test_every_field_of_the_dra_kinds_is_described_and_quantities_and_node_selectors_are_kubernetes_types(
+    kind: str,
+) -> None:
+    """Kubernetes' 1.32 definitions lack resource.k8s.io/v1 (GA in 1.34): the DRA kinds are served from their
+    models, each field described from its docstring, node selectors as NodeSelector, single quantities as Quantity."""
+    definition = openapis.definitions()[f"io.k8s.api.resource.v1.{kind}"]
+    undocumented = [
+        field
+        for node in _schemas(definition)
+        for field, sub in (node.get("properties") or {}).items()
+        if not sub.get("description") and field not in ("apiVersion", "kind")
+    ]
+    assert undocumented == []
+    if kind == "ResourceSlice":
+        spec = definition["properties"]["spec"]["properties"]
+        assert spec["nodeSelector"]["$ref"] == "#/definitions/io.k8s.api.core.v1.NodeSelector"
+        capacity = spec["devices"]["items"]["properties"]["capacity"]["additionalProperties"]
+        assert capacity["properties"]["value"]["$ref"] == "#/definitions/io.k8s.apimachinery.pkg.api.resource.Quantity"
+
+
 def test_every_documented_field_exists() -> None:
     """The description table names (model, field) pairs; a renamed field must not leave a stale entry."""
     from devplace.api._definitions import TYPED_FIELDS

@@ -71,6 +71,10 @@ def headers(kind: str, *, wide: bool = True) -> list[str]:
         ("ConfigMap", ["NAME", "DATA", "AGE"], []),
         ("Secret", ["NAME", "TYPE", "DATA", "AGE"], []),
         ("Project", ["NAME", "AGE"], []),
+        ("DeviceClass", ["NAME", "AGE"], []),
+        ("ResourceSlice", ["NAME", "NODE", "DRIVER", "POOL", "AGE"], []),
+        ("ResourceClaim", ["NAME", "STATE", "AGE"], []),
+        ("ResourceClaimTemplate", ["NAME", "AGE"], []),
     ],
 )
 def test_each_kind_has_kubectls_column_order_and_wide_columns_at_priority_one(
@@ -81,11 +85,63 @@ def test_each_kind_has_kubectls_column_order_and_wide_columns_at_priority_one(
     assert [c.priority for c in tables.columns(kind)] == [0] * len(narrow) + [1] * len(wide)
 
 
-def test_every_registered_kind_has_name_first_and_age() -> None:
+@pytest.mark.parametrize(
+    ("metadata", "status", "state"),
+    [
+        ({}, {}, "pending"),
+        ({}, {"allocation": {"devices": {"results": []}}}, "allocated"),
+        ({}, {"allocation": {}, "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}, "allocated,reserved"),
+        ({"deletionTimestamp": "2026-01-01T00:00:00Z"}, {}, "deleted"),
+        ({"deletionTimestamp": "2026-01-01T00:00:00Z"}, {"allocation": {}}, "deleted,allocated"),
+    ],
+)
+def test_a_resource_claims_state_reads_as_kubernetes_prints_it(
+    metadata: dict[str, Any], status: dict[str, Any], state: str
+) -> None:
+    claim = {"kind": "ResourceClaim", "metadata": {"name": "c", **metadata}, "spec": {}, "status": status}
+    assert [c.value(claim, NOW) for c in tables.columns("ResourceClaim")][1] == state
+
+
+def test_every_registered_kind_has_name_first_and_age_but_events_which_start_with_last_seen() -> None:
     for info in registry.kinds():
         cols = tables.columns(info.kind)
+        if info.kind == "Event":  # kubectl's columns: Last Seen, Type, Reason, Object, Message
+            assert [c.name for c in tables.columns("Event", wide=False)] == [
+                "Last Seen",
+                "Type",
+                "Reason",
+                "Object",
+                "Message",
+            ]
+            continue
         assert (cols[0].name, cols[0].format) == ("Name", "name")
         assert "Age" in [c.name for c in cols]
+
+
+def test_an_events_row_says_when_what_why_and_about_which_object() -> None:
+    event = {
+        "kind": "Event",
+        "metadata": {"name": "p.1", "namespace": "default", "creationTimestamp": CREATED},
+        "involvedObject": {"kind": "Pod", "name": "p"},
+        "reason": "FailedScheduling",
+        "message": "0/3 nodes",
+        "type": "Warning",
+        "lastTimestamp": CREATED,
+        "count": 4,
+    }
+    row = tables.table("Event", [event], now=NOW)["rows"][0]["cells"]
+    assert row[:4] == ["60m", "Warning", "FailedScheduling", "pod/p"]
+    assert row[6] == "0/3 nodes"
+    assert row[8] == 4
+
+
+def test_a_namespace_shows_its_phase() -> None:
+    ns = {
+        "kind": "Namespace",
+        "metadata": {"name": "x", "creationTimestamp": CREATED},
+        "status": {"phase": "Terminating"},
+    }
+    assert tables.table("Namespace", [ns], now=NOW)["rows"][0]["cells"][:2] == ["x", "Terminating"]
 
 
 def instance(**spec: Any) -> dict[str, Any]:

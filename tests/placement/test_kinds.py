@@ -79,6 +79,6 @@ def test_the_cli_commands_that_name_kinds_know_the_fleet_kinds() -> None:
     )
     assert got.splitlines() == [
         "No resources found.",
-        "error: kind: only pods are explained, not 'apps'",
+        "error: kind: only pods, resource classes and configurations are explained, not 'apps'",
         str(len(levels.LEVELS)),
     ]

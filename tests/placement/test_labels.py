@@ -42,7 +42,7 @@ def test_a_cluster_stored_without_labels_takes_one() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("gpu=true", 'cluster "c1" already has label "gpu=true"'),
+        ("gpu=true", "Cluster Label already exists"),  # EMCO's text
         ("gpu", 'cluster "c1" already has label "gpu=true" for gpu'),
         ("gpu=false", 'cluster "c1" already has label "gpu=true" for gpu'),
     ],

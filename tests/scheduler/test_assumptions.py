@@ -43,3 +43,19 @@ def test_a_new_snapshot_index_recomputes_what_assumptions_empty() -> None:
     assert assumed.lost(first, "node-a") == {HIGH: 1}
     claimed = DeviceIndex([device("gpu-0", "node-a", memory="32Gi", free=0)], seed_classes())
     assert assumed.lost(claimed, "node-a") == {}  # the snapshot already shows the slot held: not lost twice
+
+
+def test_slots_promised_on_a_node_are_counted_per_node_until_forgotten() -> None:
+    index = DeviceIndex([device("gpu-0", ["node-a", "node-b"], memory="32Gi", capacity=3)], seed_classes())
+    assumed = Assumed()
+    assumed.assume(pod("p", classes={HIGH: 1}), "node-a", {"gpu-0": 1}, index)
+    assumed.assume(pod("q", classes={HIGH: 1}), "node-b", {"gpu-0": 1}, index)
+    assumed.assume(pod("r", classes={HIGH: 1}), "node-a", {"gpu-0": 1}, index)
+    assert (assumed.taken_on("node-a"), assumed.taken_on("node-b"), assumed.taken) == (
+        {"gpu-0": 2},
+        {"gpu-0": 1},
+        {"gpu-0": 3},
+    )
+    assumed.forget("default/p")
+    assumed.forget("default/q")
+    assert (assumed.taken_on("node-a"), assumed.taken_on("node-b")) == ({"gpu-0": 1}, {})

@@ -250,3 +250,19 @@ def test_identical_pods_of_a_burst_are_decided_exactly_as_without_the_memo_on_a_
         afresh.append(decision)
     assert remembered == afresh
     assert sum(isinstance(d, Binding) for d in remembered) == 300
+
+
+def test_a_node_held_to_fewer_slots_than_free_is_passed_over_once_its_offer_is_promised() -> None:
+    offered_once = replace(device("gpu-0", "node-a", capacity=3, memory="32Gi"), limits={"node-a": 1})
+    cluster = Snapshot.build(
+        [node("node-a"), node("node-b")], [offered_once, device("gpu-1", "node-b", memory="32Gi")], seed_classes()
+    )
+    decisions = schedule_burst([pod(f"p{i}", classes={HIGH: 1}) for i in range(3)], cluster, Assumed())
+    assert [(d.pod, d.node) for d in decisions if isinstance(d, Binding)] == [
+        ("default/p0", "node-a"),
+        ("default/p1", "node-b"),
+    ]
+    [refused] = [d for d in decisions if isinstance(d, Unschedulable)]
+    assert (
+        refused.message == "0/2 nodes are available: 2 insufficient devices for class nvidia.high.mem: want 1, 0 free."
+    )

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from devplace import errors
-from devplace.scheduler._devices import device_attributes, device_of
+from devplace.api import instance_properties as device_attributes
+from devplace.scheduler._devices import device_of
 from tests.scheduler.builders import instance
 
 

@@ -52,13 +52,21 @@ def instance(
     }
 
 
-def node(name: str, cpu: str = "8", memory: str = "32Gi") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
-    }
+def node(
+    name: str, cpu: str = "8", memory: str = "32Gi", *, devices: Mapping[str, int] | None = None
+) -> dict[str, Any]:
+    """A Node; `devices` (Instance -> Healthy slots) are the Instance-level resources its kubelet advertises."""
+    allocatable = {"cpu": cpu, "memory": memory, "pods": "110"}
+    allocatable.update({f"devplace.io/{d}": str(n) for d, n in (devices or {}).items()})
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"allocatable": allocatable}}
+
+
+async def advertise(store: Store, name: str, devices: Mapping[str, int]) -> None:
+    """What a kubelet does when a device plugin registers or sends ListAndWatch: the Node's allocatable follows."""
+    current = await store.get("Node", name)
+    allocatable = {k: v for k, v in current["status"]["allocatable"].items() if not k.startswith("devplace.io/")}
+    allocatable.update({f"devplace.io/{d}": str(n) for d, n in devices.items()})
+    await store.update({**current, "status": {**current["status"], "allocatable": allocatable}})
 
 
 def resource_class(name: str, strategy: str | None = None) -> dict[str, Any]:
@@ -158,8 +166,8 @@ async def test_seed_003_user_story_binds_the_pod_to_a_high_memory_gpu_and_class_
     await create(
         store,
         configuration(),
-        node("node-a"),
-        node("node-b"),
+        node("node-a", devices={"gpus-aaaaaa": 1}),
+        node("node-b", devices={"gpus-bbbbbb": 1}),
         instance("gpus-aaaaaa", ["node-a"], memory="16G"),
         instance("gpus-bbbbbb", ["node-b"], memory="32G"),
         resource_class(HIGH),
@@ -217,7 +225,7 @@ async def test_class_status_follows_instances_their_held_slots_and_nodes(store: 
 async def gpu_cluster(store: Store, nodes: int, per_node: int) -> None:
     await create(store, configuration(), resource_class(HIGH))
     for n in range(nodes):
-        await create(store, node(f"node-{n}"))
+        await create(store, node(f"node-{n}", devices={f"gpus-{n}{i}": 1 for i in range(per_node)}))
         for i in range(per_node):
             await create(store, instance(f"gpus-{n}{i}", [f"node-{n}"]))
 
@@ -272,7 +280,8 @@ async def test_a_class_selection_strategy_overrides_the_schedulers_default(
 ) -> None:
     await create(store, configuration(), resource_class(HIGH, strategy="spread"))
     for n in range(2):
-        await create(store, node(f"node-{n}"), *(instance(f"gpus-{n}{i}", [f"node-{n}"]) for i in range(2)))
+        devices = {f"gpus-{n}{i}": 1 for i in range(2)}
+        await create(store, node(f"node-{n}", devices=devices), *(instance(d, [f"node-{n}"]) for d in devices))
     await create(store, pod("p0", {HIGH: 1}), pod("p1", {HIGH: 1}))
     scheduler = await running(store, clock, strategy="firstFit")
     try:
@@ -299,6 +308,7 @@ async def test_two_pods_racing_for_the_last_device_one_is_bound_the_other_pendin
         await store.update(gpu)
         await settle(scheduler, store)
         assert bound(await get_pod(store, "b")) == (None, {})
+        assert scheduled(await get_pod(store, "b")) == pending(message)  # decided again: still none free
         assert await class_status(store, HIGH) == {"allocatable": "1", "requested": "1"}
     finally:
         await scheduler.stop()
@@ -314,7 +324,8 @@ async def test_an_unschedulable_pod_says_why_per_node_and_is_not_rewritten_when_
     for i in range(5):
         await create(store, node(f"cpu-{i:02d}", cpu="1"))
     for i in range(7):
-        await create(store, node(f"gpu-{i:02d}"), instance(f"gpus-{i:02d}", [f"gpu-{i:02d}"], memory="16G"))
+        gpu = f"gpus-{i:02d}"
+        await create(store, node(f"gpu-{i:02d}", devices={gpu: 1}), instance(gpu, [f"gpu-{i:02d}"], memory="16G"))
     await create(store, pod("p", {HIGH: 1}, cpu="2"))
     scheduler = await running(store, clock)
     try:
@@ -335,7 +346,9 @@ async def test_an_unschedulable_pod_says_why_per_node_and_is_not_rewritten_when_
 async def test_a_pod_asking_for_a_class_that_does_not_exist_is_pending_until_the_class_is_created(
     store: MemoryStore, clock: FakeClock
 ) -> None:
-    await create(store, configuration(), node("node-a"), instance("gpus-aaaaaa", ["node-a"]))
+    await create(
+        store, configuration(), node("node-a", devices={"gpus-aaaaaa": 1}), instance("gpus-aaaaaa", ["node-a"])
+    )
     await create(store, pod("p", {HIGH: 1}))
     scheduler = await running(store, clock)
     try:
@@ -358,6 +371,7 @@ async def test_a_pending_pod_is_scheduled_when_a_device_appears(store: MemorySto
         message = "0/1 nodes are available: 1 no device matches class nvidia.high.mem."
         assert scheduled(await get_pod(store, "p")) == pending(message)
         await create(store, instance("gpus-aaaaaa", ["node-a"]))
+        await advertise(store, "node-a", {"gpus-aaaaaa": 1})
         await settle(scheduler, store)
         assert bound(await get_pod(store, "p")) == ("node-a", {f"{ANNOTATION}{HIGH}_gpus-aaaaaa": "1"})
     finally:
@@ -440,3 +454,138 @@ async def test_over_sqlite_a_burst_binds_each_device_once_and_class_status_count
             await scheduler.stop()
     finally:
         await store.close()
+
+
+# -- devices a node offers (issue #25 item 5) ----------------------------------------------------------------------
+
+
+async def test_a_device_whose_plugin_the_node_does_not_advertise_yet_is_not_chosen_and_the_pod_waits_for_it(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    await create(store, configuration(), resource_class(HIGH), node("node-a"), instance("gpus-aaaaaa", ["node-a"]))
+    await create(store, pod("p", {HIGH: 1}))
+    scheduler = await running(store, clock)
+    try:
+        waiting = pending(
+            "0/1 nodes are available: 1 insufficient devices for class nvidia.high.mem: want 1, 0 free, "
+            "1 not in the node's allocatable."
+        )
+        assert bound(await get_pod(store, "p")) == (None, {})
+        assert scheduled(await get_pod(store, "p")) == waiting
+        await advertise(store, "node-a", {"gpus-aaaaaa": 0})  # the plugin registered, nothing Healthy yet
+        await settle(scheduler, store)
+        assert bound(await get_pod(store, "p")) == (None, {})
+        assert scheduled(await get_pod(store, "p")) == waiting
+        await advertise(store, "node-a", {"gpus-aaaaaa": 1})  # its ListAndWatch: the Node's allocatable changed
+        await settle(scheduler, store)
+        assert bound(await get_pod(store, "p")) == ("node-a", {f"{ANNOTATION}{HIGH}_gpus-aaaaaa": "1"})
+    finally:
+        await scheduler.stop()
+
+
+async def test_a_node_offering_fewer_slots_than_the_instance_has_free_takes_only_as_many_pods(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    await create(
+        store,
+        configuration(),
+        resource_class(HIGH),
+        node("node-a", devices={"gpus-aaaaaa": 1}),  # its kubelet has not caught up with the two freed slots
+        instance("gpus-aaaaaa", ["node-a"], capacity=3),
+        pod("p0", {HIGH: 1}),
+        pod("p1", {HIGH: 1}),
+    )
+    scheduler = await running(store, clock)
+    try:
+        assert bound(await get_pod(store, "p0")) == ("node-a", {f"{ANNOTATION}{HIGH}_gpus-aaaaaa": "1"})
+        assert bound(await get_pod(store, "p1")) == (None, {})
+        message = "0/1 nodes are available: 1 insufficient devices for class nvidia.high.mem: want 1, 0 free."
+        assert scheduled(await get_pod(store, "p1")) == pending(message)
+        await advertise(store, "node-a", {"gpus-aaaaaa": 3})
+        await settle(scheduler, store)
+        assert bound(await get_pod(store, "p1")) == ("node-a", {f"{ANNOTATION}{HIGH}_gpus-aaaaaa": "1"})
+    finally:
+        await scheduler.stop()
+
+
+async def test_a_pod_requesting_the_instance_resource_directly_counts_against_what_its_node_offers(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    broker = pod("broker", node_name="node-a")
+    broker["spec"]["containers"][0]["resources"] = {"limits": {"devplace.io/gpus-aaaaaa": "1"}}
+    await create(
+        store,
+        configuration(),
+        resource_class(HIGH),
+        node("node-a", devices={"gpus-aaaaaa": 1}),
+        instance("gpus-aaaaaa", ["node-a"], capacity=2),
+        broker,  # bound, not yet admitted: the Instance shows both slots free
+        pod("p", {HIGH: 1}),
+    )
+    scheduler = await running(store, clock)
+    try:
+        assert bound(await get_pod(store, "p")) == (None, {})
+        message = (
+            "0/1 nodes are available: 1 insufficient devices for class nvidia.high.mem: want 1, 0 free, "
+            "1 not in the node's allocatable."
+        )
+        assert scheduled(await get_pod(store, "p")) == pending(message)
+    finally:
+        await scheduler.stop()
+
+
+# -- taints and tolerations (issue #25 item 6) ---------------------------------------------------------------------
+
+
+async def test_taints_cordons_and_unready_nodes_refuse_a_pod_with_kubernetes_reasons_until_it_tolerates_them(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    gpu_node = node("gpu-node", devices={"gpus-aaaaaa": 1})
+    gpu_node["spec"] = {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}
+    cordoned = node("cordoned", devices={"gpus-bbbbbb": 1})
+    cordoned["spec"] = {"unschedulable": True}
+    unready = node("unready", devices={"gpus-cccccc": 1})
+    unready["status"]["conditions"] = [{"type": "Ready", "status": "False"}]  # no lifecycle controller tainted it
+    await create(
+        store,
+        configuration(),
+        resource_class(HIGH),
+        gpu_node,
+        cordoned,
+        unready,
+        instance("gpus-aaaaaa", ["gpu-node"]),
+        instance("gpus-bbbbbb", ["cordoned"]),
+        instance("gpus-cccccc", ["unready"]),
+        pod("p", {HIGH: 1}),
+    )
+    scheduler = await running(store, clock)
+    try:
+        message = (
+            "0/3 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+            "1 node(s) had untolerated taint {nvidia.com/gpu: }, 1 node(s) were unschedulable."
+        )
+        assert scheduled(await get_pod(store, "p")) == pending(message)
+        p = await get_pod(store, "p")
+        p["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        await store.update(p)
+        await settle(scheduler, store)
+        assert bound(await get_pod(store, "p")) == ("gpu-node", {f"{ANNOTATION}{HIGH}_gpus-aaaaaa": "1"})
+    finally:
+        await scheduler.stop()
+
+
+async def test_a_pod_tolerating_the_unschedulable_taint_may_go_to_a_cordoned_node(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    cordoned = node("cordoned", devices={"gpus-bbbbbb": 1})
+    cordoned["spec"] = {"unschedulable": True}
+    tolerant = pod("p", {HIGH: 1})
+    tolerant["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+    await create(
+        store, configuration(), resource_class(HIGH), cordoned, instance("gpus-bbbbbb", ["cordoned"]), tolerant
+    )
+    scheduler = await running(store, clock)
+    try:
+        assert bound(await get_pod(store, "p")) == ("cordoned", {f"{ANNOTATION}{HIGH}_gpus-bbbbbb": "1"})
+    finally:
+        await scheduler.stop()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -65,6 +67,31 @@ def test_a_class_no_device_on_the_node_matches_is_refused_as_such() -> None:
     index = DeviceIndex(gpus("node-a", [1]), seed_classes())
     assert select_devices({"fast.nic": 1}, "node-a", index) == Refusal("no device matches class fast.nic", 0)
     assert select_devices({HIGH: 1}, "node-b", index) == Refusal(f"no device matches class {HIGH}", 0)
+
+
+def test_a_node_offering_a_device_fewer_slots_than_it_has_free_is_held_to_its_offer() -> None:
+    offered = replace(device("gpu-0", "node-a", capacity=3, memory="32Gi"), limits={"node-a": 1})
+    index = DeviceIndex([offered, device("gpu-1", "node-b", capacity=3, memory="32Gi")], seed_classes())
+    assert select_devices({HIGH: 1}, "node-a", index) == Selection((Pick(HIGH, "gpu-0"),), 1)
+    promised = {"gpu-0": 1}  # one slot already promised to a pod assumed on node-a
+    refused = select_devices({HIGH: 1}, "node-a", index, taken=promised, here=promised)
+    assert refused == Refusal(f"insufficient devices for class {HIGH}: want 1, 0 free", 1)
+    elsewhere = select_devices({HIGH: 1}, "node-a", index, taken=promised)  # promised on another node that sees it
+    assert elsewhere == Selection((Pick(HIGH, "gpu-0"),), 1)
+
+
+def test_devices_a_node_lists_but_does_not_offer_are_named_in_the_refusal() -> None:
+    unoffered = replace(device("gpu-0", "node-a", memory="32Gi"), nodes=frozenset(), waiting=frozenset({"node-a"}))
+    index = DeviceIndex([unoffered, device("gpu-1", "node-a", memory="32Gi", free=0)], seed_classes())
+    assert index.usable == {"node-a": {HIGH: 0}}
+    assert select_devices({HIGH: 1}, "node-a", index) == Refusal(
+        f"insufficient devices for class {HIGH}: want 1, 0 free, 1 not in the node's allocatable", 1
+    )
+    alone = DeviceIndex([unoffered], seed_classes())
+    assert select_devices({HIGH: 1}, "node-a", alone) == Refusal(
+        f"insufficient devices for class {HIGH}: want 1, 0 free, 1 not in the node's allocatable", 0
+    )
+    assert select_devices({HIGH: 1}, "node-b", alone) == Refusal(f"no device matches class {HIGH}", 0)
 
 
 def test_a_pod_never_gets_two_slots_of_one_device_even_through_two_classes() -> None:

@@ -20,9 +20,11 @@ AKRI_CONFIGS = "/apis/akri.sh/v0/namespaces/default/configurations"
 NODES = "/api/v1/nodes"
 
 
-def config(name: str = "cam", capacity: int = 2, **meta: Any) -> dict[str, Any]:
+def config(
+    name: str = "cam", capacity: int = 2, api_version: str = "devplace.io/v1alpha1", **meta: Any
+) -> dict[str, Any]:
     return {
-        "apiVersion": "akri.sh/v0",
+        "apiVersion": api_version,
         "kind": "Configuration",
         "metadata": {"name": name, **meta},
         "spec": {"discoveryHandler": {"name": "debugEcho"}, "capacity": capacity},
@@ -60,16 +62,36 @@ async def test_create_answers_201_with_the_stored_object(api: httpx2.AsyncClient
     assert body["spec"]["capacity"] == 2
 
 
-async def test_akri_and_devplace_paths_address_one_kind_and_keep_the_objects_api_version(
-    api: httpx2.AsyncClient,
-) -> None:
-    await api.post(AKRI_CONFIGS, json=config())
-    read = (await api.get(f"{CONFIGS}/cam")).json()
-    assert read["apiVersion"] == "akri.sh/v0"
+async def test_akri_and_devplace_groups_each_show_only_their_own_objects(api: httpx2.AsyncClient) -> None:
+    await api.post(AKRI_CONFIGS, json=config("akri-cam", api_version="akri.sh/v0"))
+    await api.post(CONFIGS, json=config("our-cam"))
     listed = (await api.get("/apis/devplace.io/v1alpha1/configurations")).json()
-    assert listed["kind"] == "ConfigurationList"
-    assert listed["apiVersion"] == "devplace.io/v1alpha1"
-    assert [o["metadata"]["name"] for o in listed["items"]] == ["cam"]
+    assert (listed["kind"], listed["apiVersion"]) == ("ConfigurationList", "devplace.io/v1alpha1")
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["our-cam"]
+    akri = (await api.get("/apis/akri.sh/v0/configurations")).json()
+    assert [(o["metadata"]["name"], o["apiVersion"]) for o in akri["items"]] == [("akri-cam", "akri.sh/v0")]
+    missing = assert_status(await api.get(f"{CONFIGS}/akri-cam"), 404, "NotFound")
+    assert missing["message"] == 'configurations.devplace.io "akri-cam" not found (it is a akri.sh/v0 Configuration)'
+    assert_status(await api.delete(f"{CONFIGS}/akri-cam"), 404, "NotFound")
+    assert (await api.get(f"{AKRI_CONFIGS}/akri-cam")).status_code == 200
+
+
+async def test_a_name_another_groups_object_holds_is_409_naming_that_group(api: httpx2.AsyncClient) -> None:
+    await api.post(AKRI_CONFIGS, json=config("cam", api_version="akri.sh/v0"))
+    body = assert_status(await api.post(CONFIGS, json=config("cam")), 409, "AlreadyExists")
+    assert body["message"] == (
+        'configurations.devplace.io "cam" already exists as a akri.sh/v0 Configuration '
+        "(devplace keeps one name per kind across its groups)"
+    )
+
+
+async def test_a_body_of_another_group_than_the_url_is_400(api: httpx2.AsyncClient, memory_store: MemoryStore) -> None:
+    body = assert_status(await api.post(CONFIGS, json=config(api_version="akri.sh/v0")), 400, "BadRequest")
+    assert body["message"] == (
+        "apiVersion: the API version in the data (akri.sh/v0) does not match the expected API version "
+        "(devplace.io/v1alpha1)"
+    )
+    assert await memory_store.revision() == 0
 
 
 async def test_list_at_the_cluster_path_spans_namespaces_and_at_a_namespace_only_it(api: httpx2.AsyncClient) -> None:
@@ -126,14 +148,41 @@ async def test_create_of_an_existing_name_is_409_already_exists(api: httpx2.Asyn
     assert (await api.get(f"{CONFIGS}/cam")).json()["spec"]["capacity"] == 2
 
 
-async def test_delete_returns_the_object_and_then_it_is_404(api: httpx2.AsyncClient) -> None:
-    await api.post(NODES, json=node("a"))
+async def test_delete_of_a_custom_resource_returns_the_object_and_then_it_is_404(api: httpx2.AsyncClient) -> None:
+    await api.post(CONFIGS, json=config())
+    response = await api.delete(f"{CONFIGS}/cam")
+    assert response.status_code == 200
+    assert response.json()["metadata"]["name"] == "cam"
+    assert response.json()["metadata"]["resourceVersion"] == "2"
+    assert_status(await api.get(f"{CONFIGS}/cam"), 404, "NotFound")
+    assert_status(await api.delete(f"{CONFIGS}/cam"), 404, "NotFound")
+
+
+async def test_delete_of_a_built_in_kind_answers_a_success_status_as_kubernetes_does(api: httpx2.AsyncClient) -> None:
+    uid = (await api.post(NODES, json=node("a"))).json()["metadata"]["uid"]
     response = await api.delete(f"{NODES}/a")
     assert response.status_code == 200
-    assert response.json()["metadata"]["name"] == "a"
-    assert response.json()["metadata"]["resourceVersion"] == "2"
+    assert response.json() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": "a", "kind": "nodes", "uid": uid},
+    }
     assert_status(await api.get(f"{NODES}/a"), 404, "NotFound")
-    assert_status(await api.delete(f"{NODES}/a"), 404, "NotFound")
+
+
+async def test_delete_of_a_pod_answers_the_pod_as_kubernetes_does(api: httpx2.AsyncClient) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    await api.post("/api/v1/namespaces/default/pods", json=pod)
+    gone = (await api.delete("/api/v1/namespaces/default/pods/p")).json()
+    assert (gone["kind"], gone["metadata"]["name"]) == ("Pod", "p")
+
+
+async def test_the_remote_store_gets_the_deleted_object_of_a_built_in_kind(api: httpx2.AsyncClient) -> None:
+    await api.post(NODES, json=node("a"))
+    gone = (await api.delete(f"{NODES}/a", headers={"X-Devplace-Store": "kinds"})).json()
+    assert (gone["kind"], gone["metadata"]["name"], gone["metadata"]["resourceVersion"]) == ("Node", "a", "2")
 
 
 async def test_delete_honours_a_resource_version_precondition_in_the_body_or_query(api: httpx2.AsyncClient) -> None:
@@ -167,11 +216,9 @@ async def test_a_yaml_body_is_accepted(api: httpx2.AsyncClient) -> None:
     [
         (CONFIGS, config(capacity=0), ["spec.capacity"]),
         (CONFIGS, config("Bad_Name"), ["metadata.name"]),
-        (CONFIGS, {**config(), "apiVersion": "akri.sh/v9"}, ["apiVersion"]),
         (CONFIGS, {**config(), "kind": "Gadget"}, ["kind"]),
         (CONFIGS, config(namespace="elsewhere"), ["metadata.namespace"]),
         (CONFIGS, {**config(), "spec": {"capacity": 1}}, ["spec.discoveryHandler"]),
-        (NODES, {**node("a"), "metadata": {"name": "a", "namespace": "default"}}, ["metadata.namespace"]),
     ],
 )
 async def test_an_invalid_object_is_422_with_field_causes_and_changes_nothing(
@@ -180,6 +227,12 @@ async def test_an_invalid_object_is_422_with_field_causes_and_changes_nothing(
     status = assert_status(await api.post(path, json=body), 422, "Invalid")
     assert [c["field"] for c in status["details"]["causes"]] == fields
     assert await memory_store.revision() == 0
+
+
+async def test_a_cluster_scoped_objects_namespace_is_dropped_as_kubernetes_drops_it(api: httpx2.AsyncClient) -> None:
+    created = await api.post(NODES, json={**node("a"), "metadata": {"name": "a", "namespace": "default"}})
+    assert created.status_code == 201
+    assert "namespace" not in created.json()["metadata"]
 
 
 async def test_a_name_in_the_body_that_differs_from_the_url_is_422(api: httpx2.AsyncClient) -> None:

@@ -116,7 +116,7 @@ def test_roles_follow_the_one_rule(user: str, groups: tuple[str, ...], expected:
             "GET",
             "/api/v1/namespaces/default",
             "",
-            Action("get", "resource", "/api/v1/namespaces/default", None, "namespaces", None, "default"),
+            Action("get", "resource", "/api/v1/namespaces/default", "Namespace", "namespaces", None, "default"),
         ),
         ("GET", "/api/v1/widgets", "", Action("list", "resource", "/api/v1/widgets", None, "widgets")),
         ("GET", "/store/revision", "", Action("get", "store", "/store/revision", name="revision")),

@@ -63,7 +63,6 @@ def causes(body: dict[str, Any]) -> list[str]:
 UNSUPPORTED = [
     "text/plain",
     "application/xml",
-    "application/vnd.kubernetes.protobuf",
     "application/merge-patch+json",
     "application/x-www-form-urlencoded",
 ]

@@ -45,7 +45,8 @@ def test_the_aggregated_form_is_given_when_asked_for_before_plain_json(accept: s
 def _legacy_resources() -> dict[tuple[str, str], dict[str, Any]]:
     """(groupVersion, name) -> entry of every legacy APIResourceList."""
     out = {}
-    for gv in openapis.group_versions():
+    reviews = ["authorization.k8s.io/v1", "authentication.k8s.io/v1", "authentication.k8s.io/v1beta1"]
+    for gv in [*openapis.group_versions(), *reviews]:
         for entry in discoveries.api_resource_list(gv)["resources"]:
             out[(gv, entry["name"])] = entry
     return out
@@ -68,11 +69,15 @@ def _aggregated_resources() -> dict[tuple[str, str], dict[str, Any]]:
 def test_every_registered_kind_is_discoverable_at_each_of_its_group_versions_in_both_forms() -> None:
     legacy, aggregated = _legacy_resources(), _aggregated_resources()
     expected = {(gv, info.plural) for info in registry.kinds() for gv in info.group_versions}
-    assert {k for k in legacy if "/" not in k[1]} == expected
+    reviews = {(gv, plural) for gv, plural in legacy if plural.startswith("selfsubject")}
+    assert {k for k in legacy if "/" not in k[1]} == expected | reviews
     assert set(legacy) == set(aggregated)
     for key, entry in legacy.items():
         if "/" in key[1]:
             assert aggregated[key]["verbs"] == entry["verbs"] == ["get", "patch", "update"]
+            continue
+        if key in reviews:
+            assert aggregated[key]["verbs"] == entry["verbs"] == ["create"]
             continue
         agg = aggregated[key]
         info = registry.lookup_plural(key[1])
@@ -84,6 +89,13 @@ def test_every_registered_kind_is_discoverable_at_each_of_its_group_versions_in_
         assert entry.get("categories") == agg.get("categories")
 
 
+def test_the_self_reviews_are_discoverable_for_kubectl_auth() -> None:
+    legacy = _legacy_resources()
+    access = legacy[("authorization.k8s.io/v1", "selfsubjectaccessreviews")]
+    assert (access["kind"], access["namespaced"], access["verbs"]) == ("SelfSubjectAccessReview", False, ["create"])
+    assert legacy[("authentication.k8s.io/v1beta1", "selfsubjectreviews")]["kind"] == "SelfSubjectReview"
+
+
 def test_the_verbs_are_those_the_server_serves_without_deletecollection() -> None:
     entry = _legacy_resources()[("akri.sh/v0", "configurations")]
     assert entry["verbs"] == ["create", "delete", "get", "list", "patch", "update", "watch"]
@@ -92,8 +104,10 @@ def test_the_verbs_are_those_the_server_serves_without_deletecollection() -> Non
 @pytest.mark.parametrize(
     ("gv", "plural", "short", "categories"),
     [
-        ("akri.sh/v0", "configurations", ["akric"], ["akri", "devplace"]),
-        ("devplace.io/v1alpha1", "instances", ["akrii"], ["akri", "devplace"]),
+        ("akri.sh/v0", "configurations", ["akric"], ["all", "akri", "devplace"]),
+        ("akri.sh/v0", "instances", ["akrii"], ["all", "akri", "devplace"]),
+        ("devplace.io/v1alpha1", "instances", None, ["devplace"]),  # no short name two resources share
+        ("devplace.io/v1alpha1", "configurations", None, ["devplace"]),
         ("devplace.io/v1alpha1", "resourceclasses", None, ["devplace"]),
         ("v1", "pods", ["po"], ["all"]),
         ("v1", "configmaps", ["cm"], None),
@@ -150,7 +164,8 @@ async def test_kubectl_gets_aggregated_discovery_with_the_media_type_it_asked_fo
         body = response.json()
         assert (body["kind"], body["apiVersion"]) == ("APIGroupDiscoveryList", f"apidiscovery.k8s.io/{version}")
         names = [item["metadata"]["name"] for item in body["items"]]
-        assert names == ([""] if core else sorted({s.group for s in openapis.served() if s.group}))
+        reviews = {"authentication.k8s.io", "authorization.k8s.io"}  # the self reviews (`kubectl auth can-i`)
+        assert names == ([""] if core else sorted({s.group for s in openapis.served() if s.group} | reviews))
 
 
 async def test_other_clients_get_legacy_discovery(api: httpx2.AsyncClient) -> None:

@@ -2,12 +2,12 @@
 
 The payloads are written here from EMCO's documented shapes (facts, not EMCO's files): the 22.x HPA curl flow
 (flat consumer `{apiVersion: "1.19", kind, name: HttpClient, container}`, requirements with `resource: {name,
-requests, limits}` and `resource: {key, value}`, look-ups by `?intent=`, `?consumer=`, `?resource=`, updates, and
-collection deletes) and the 21.x emcoctl HPA flow (`app-name`, `api-version: v19`, `container-name`, `label-name`,
-composite app `spec.version`, clusters registered with a kubeconfig file part, apps with a chart archive, the group's
-`/intents`, approve, instantiate, status, terminate). As EMCO's own tests do, every body read back is compared with the
-body sent. The member cluster is a devplace API server of its own (another uvicorn): its Nodes are the live inventory
-and it receives the instantiated objects.
+requests, limits}` and `resource: {key, value}`, look-ups by `?intent=`, `?consumer=`, `?resource=` with the method
+QUERY as its curl script sends them, updates, and collection deletes) and the 21.x emcoctl HPA flow (`app-name`,
+`api-version: v19`, `container-name`, `label-name`, composite app `spec.version`, clusters registered with a
+kubeconfig file part, apps with a chart archive, the group's `/intents`, approve, instantiate, status, terminate). As
+EMCO's own tests do, every body read back is compared with the body sent. The member cluster is a devplace API
+server of its own (another uvicorn): its Nodes are the live inventory and it receives the instantiated objects.
 """
 
 from __future__ import annotations
@@ -90,15 +90,18 @@ async def test_emco_22_hpa_curl_flow(fleet_url: str) -> None:
         )
         assert r.status_code == 201
         await created(client, intents, intent)
-        assert (await client.get(intents, params={"intent": "hpa-intent-1"})).json() == intent
+        # EMCO's curl flow looks up with the method QUERY; a GET reaches EMCO's list route first: the whole list
         assert (await client.request("QUERY", intents, params={"intent": "hpa-intent-1"})).json() == intent
+        assert (await client.get(intents, params={"intent": "hpa-intent-1"})).json() == [intent]
         await created(client, consumers, consumer)
-        assert (await client.get(consumers, params={"consumer": "hpa-consumer-1"})).json() == consumer
+        assert (await client.request("QUERY", consumers, params={"consumer": "hpa-consumer-1"})).json() == consumer
         await created(client, resources, label)
-        assert (await client.get(resources, params={"resource": label["metadata"]["name"]})).json() == label
+        looked_up = await client.request("QUERY", resources, params={"resource": label["metadata"]["name"]})
+        assert looked_up.json() == label
         await created(client, resources, cpu)
-        assert (await client.get(resources, params={"resource": cpu["metadata"]["name"]})).json() == cpu
-        missing = await client.get(intents, params={"intent": "nope"})
+        assert (await client.request("QUERY", resources, params={"resource": cpu["metadata"]["name"]})).json() == cpu
+        assert (await client.get(resources, params={"resource": cpu["metadata"]["name"]})).json() == [cpu, label]
+        missing = await client.request("QUERY", intents, params={"intent": "nope"})
         assert (missing.status_code, missing.json()["message"]) == (404, 'hpa intent "nope" not found')
 
         # update: a resource and its consumer's description (the intent and consumer have children: refused)

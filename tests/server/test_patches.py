@@ -57,7 +57,8 @@ def config(capacity: int = 2) -> dict[str, Any]:
 
 
 async def serve(store: Store, clock: FakeClock) -> AsyncIterator[httpx2.AsyncClient]:
-    app = create_app(store, fleet_api=False, clock=clock)
+    # The Deployment status the server answers (and its Event, one more revision) is test_deployments.py's.
+    app = create_app(store, fleet_api=False, clock=clock, deployment_status=False)
     async with serve_app(app) as url, httpx2.AsyncClient(base_url=url, timeout=30) as client:
         yield client
 
@@ -153,10 +154,18 @@ async def test_post_and_put_record_update_entries_named_after_the_user_agent(api
     body = ok(await api.post(DEPLOYMENTS, json=deployment(), headers=headers), 201)
     assert managers(body) == [("kubectl-create", "Update", "")]
     replaced = {**body, "spec": {**body["spec"], "replicas": 2}}
-    replaced["metadata"] = {**body["metadata"], "managedFields": []}
     put = ok(await api.put(WEB, json=replaced, params={"fieldManager": "kubectl-replace"}))
     assert managers(put) == [("kubectl-create", "Update", ""), ("kubectl-replace", "Update", "")]
     assert put["metadata"]["managedFields"][1]["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
+
+
+async def test_a_put_with_an_empty_managed_fields_list_resets_them_as_kubernetes_does(api: httpx2.AsyncClient) -> None:
+    body = ok(await api.post(DEPLOYMENTS, json=deployment(), params={"fieldManager": "creator"}), 201)
+    replaced = {**body, "spec": {**body["spec"], "replicas": 2}}
+    replaced["metadata"] = {**body["metadata"], "managedFields": []}
+    put = ok(await api.put(WEB, json=replaced, params={"fieldManager": "kubectl-replace"}))
+    assert managers(put) == [("kubectl-replace", "Update", "")]  # the creator's record is gone
+    assert put["metadata"]["managedFields"][0]["fieldsV1"] == {"f:spec": {"f:replicas": {}}}
 
 
 # -- subresources --------------------------------------------------------------------------------------------------
@@ -284,11 +293,19 @@ async def test_a_patch_of_a_missing_object_is_404(api: httpx2.AsyncClient) -> No
     status(await patch(api, WEB, {"spec": {"replicas": 2}}, MERGE), 404, "NotFound")
 
 
-async def test_managed_fields_cannot_be_written_by_a_patch(api: httpx2.AsyncClient) -> None:
+async def test_a_patch_may_write_managed_fields_as_kubernetes_allows(api: httpx2.AsyncClient) -> None:
     await created(api)
-    forged = [{"manager": "forger", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
-    body = ok(await patch(api, WEB, {"metadata": {"managedFields": forged}, "spec": {"replicas": 2}}, MERGE))
-    assert "forger" not in [m[0] for m in managers(body)]
+    moved = [{"manager": "mover", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+    body = ok(await patch(api, WEB, {"metadata": {"managedFields": moved}, "spec": {"replicas": 2}}, MERGE))
+    assert [m[0] for m in managers(body)] == ["mover", "python-httpx2"]  # the patch's own change: its manager's
+
+
+async def test_managed_fields_that_are_not_entries_are_422_naming_the_field(api: httpx2.AsyncClient) -> None:
+    await created(api)
+    bad = [{"manager": "x", "operation": "Steal", "fieldsV1": {}}]
+    response = await patch(api, WEB, {"metadata": {"managedFields": bad}}, MERGE)
+    assert response.status_code == 422
+    assert response.json()["details"]["causes"][0]["field"] == "metadata.managedFields[0].operation"
 
 
 # -- no-ops, dry runs, concurrency ---------------------------------------------------------------------------------

@@ -62,20 +62,25 @@ def test_resolve_refuses_paths_the_registry_does_not_serve_with_not_found(
     assert says in caught.value.message
 
 
-def target(namespace: str | None = "default", name: str | None = None) -> Target:
-    return resolve("devplace.io/v1alpha1", "configurations", namespace, name)
+def target(namespace: str | None = "default", name: str | None = None, api_version: str = "akri.sh/v0") -> Target:
+    return resolve(api_version, "configurations", namespace, name)
 
 
 def test_prepare_write_fills_the_namespace_kind_and_api_version_from_the_url() -> None:
     body = {"metadata": {"name": "cam"}, "spec": {"discoveryHandler": {"name": "debugEcho"}}}
-    obj = prepare_write(body, target("team-a"))
+    obj = prepare_write(body, target("team-a", api_version="devplace.io/v1alpha1"))
     assert obj["kind"] == "Configuration"
     assert obj["apiVersion"] == "devplace.io/v1alpha1"
     assert obj["metadata"]["namespace"] == "team-a"
 
 
-def test_prepare_write_keeps_the_body_api_version_when_the_kind_serves_it() -> None:
-    assert prepare_write(config(), target())["apiVersion"] == "akri.sh/v0"
+def test_prepare_write_refuses_a_body_of_the_kinds_other_group_as_kubernetes_refuses_it() -> None:
+    with pytest.raises(errors.Malformed) as caught:
+        prepare_write(config(), target(api_version="devplace.io/v1alpha1"))
+    assert caught.value.message == (
+        "apiVersion: the API version in the data (akri.sh/v0) does not match the expected API version "
+        "(devplace.io/v1alpha1)"
+    )
 
 
 def test_prepare_write_takes_the_name_from_the_url_for_an_update_without_one() -> None:

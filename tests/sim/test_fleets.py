@@ -13,8 +13,9 @@ from devplace.clocks import FakeClock
 from devplace.deviceplugin import _constants as constants
 from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.sim import Fleet
-from devplace.store import MemoryStore
+from devplace.store import InformerSet, MemoryStore
 from devplace.supervisors import Supervisor
+from tests.e2e.scenarios import broker_configuration
 from tests.sim.plugins import FakePlugin
 
 CONFIG = """
@@ -375,3 +376,79 @@ async def test_a_node_taken_down_is_not_waited_for_and_comes_back_with_its_node_
         assert await fleet.get("Node", "node-b") is not None
         [instance] = await fleet.list("Instance")
         assert sorted(instance["spec"]["nodes"]) == ["node-a", "node-b"]
+
+
+async def test_in_one_fleet_each_kind_is_listed_and_watched_once_however_many_parts_read_it():
+    async with Fleet() as fleet:
+        for node in ("node-a", "node-b", "node-c"):
+            fleet.add_node(node)
+        fleet.plug("cam-1", nodes=["node-a", "node-b"])
+        await fleet.apply(CONFIG)
+        await fleet.settle()
+        ok = await fleet.run_pod("p1", requests={"devplace.io/cams": 1})
+        assert ok["status"]["phase"] == "Running"
+        informers = InformerSet.of(fleet.store)
+        # agents (3), kubelets (3), the scheduler, the controller and the class matcher all read these kinds
+        for kind in ("Configuration", "Instance", "Node", "Pod", "ResourceClass"):
+            assert (kind, informers.lists.get(kind), informers.watches.get(kind)) == (kind, 1, 1)
+        assert all(count == 1 for count in informers.lists.values()), informers.lists
+        assert all(count == 1 for count in informers.watches.values()), informers.watches
+        assert sorted(key[0] for key in informers.feeds) == sorted({key[0] for key in informers.feeds})
+
+
+def _events(events: list[dict[str, Any]], reason: str) -> list[tuple[str, str, str, str]]:
+    return sorted(
+        (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["type"], e["message"])
+        for e in events
+        if e["reason"] == reason
+    )
+
+
+async def test_the_controller_tells_of_each_broker_it_creates_and_deletes_on_the_configuration():
+    async with Fleet() as fleet:
+        fleet.add_node("node-a")
+        fleet.plug("cam-1", nodes=["node-a"])
+        await fleet.apply(broker_configuration("cams", services=False))
+        await fleet.settle()
+        [broker] = [p for p in await fleet.list("Pod") if p["metadata"].get("labels", {}).get("app") != "x"]
+        created = _events(await fleet.list("Event"), "SuccessfulCreate")
+        assert created == [("Configuration", "cams", "Normal", f"Created pod: {broker['metadata']['name']}")]
+        fleet.unplug("cam-1")
+        await fleet.advance(400.0, step=100.0)  # past the offline grace: the Instance goes, and its broker
+        deleted = _events(await fleet.list("Event"), "SuccessfulDelete")
+        assert deleted == [("Configuration", "cams", "Normal", f"Deleted pod: {broker['metadata']['name']}")]
+
+
+async def test_the_agent_tells_of_a_device_it_no_longer_discovers_on_the_instance():
+    async with Fleet() as fleet:
+        fleet.add_node("node-a")
+        fleet.plug("cam-1", nodes=["node-a"])
+        await fleet.apply(CONFIG)
+        await fleet.settle()
+        [instance] = await fleet.list("Instance")
+        fleet.unplug("cam-1")
+        await fleet.settle()
+        [event] = [e for e in await fleet.list("Event") if e["reason"] == "DeviceGone"]
+        assert (event["involvedObject"]["name"], event["type"]) == (instance["metadata"]["name"], "Normal")
+        assert event["message"] == "node-a left the Instance: its device is gone here"
+        assert (event["reportingComponent"], event["reportingInstance"]) == ("devplace-agent", "node-a")
+
+
+async def test_the_scheduler_tells_why_a_pod_waits_and_where_it_was_bound_on_the_pod():
+    async with Fleet() as fleet:
+        pending = await fleet.run_pod("waiting", requests={"cpu": "1"})  # no node yet
+        assert pending["spec"].get("nodeName") is None
+        fleet.add_node("node-a")
+        await fleet.settle()
+        events = await fleet.list("Event")
+        [failed] = [e for e in events if e["reason"] == "FailedScheduling"]
+        assert (failed["involvedObject"]["kind"], failed["involvedObject"]["name"]) == ("Pod", "waiting")
+        assert (failed["type"], failed["message"]) == ("Warning", pending_message(pending))
+        [scheduled] = [e for e in events if e["reason"] == "Scheduled"]
+        assert scheduled["type"] == "Normal"
+        assert scheduled["message"] == "Successfully assigned default/waiting to node-a"
+
+
+def pending_message(pod: dict[str, Any]) -> str:
+    [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return str(condition["message"])

@@ -74,6 +74,33 @@ async def test_cluster_scoped_objects_live_in_namespace_empty_and_carry_no_names
     assert "namespace" not in (await store.create(blank))["metadata"]
 
 
+def _dra_objects() -> list[dict[str, Any]]:
+    """One published manifest of each DRA kind (tests/fixtures/dra/manifests.yaml), namespaced ones in `default`."""
+    from tests.api.test_dra import MANIFESTS
+
+    found: dict[str, dict[str, Any]] = {}
+    for manifest in MANIFESTS:
+        if manifest["kind"] == "Pod" or manifest["kind"] in found:
+            continue
+        obj = copy.deepcopy(manifest)
+        if obj["kind"] in ("ResourceClaim", "ResourceClaimTemplate"):
+            obj["metadata"]["namespace"] = "default"
+        found[obj["kind"]] = obj
+    return list(found.values())
+
+
+@pytest.mark.parametrize("obj", _dra_objects(), ids=lambda o: str(o["kind"]))
+async def test_each_dra_kind_is_stored_listed_and_deleted_at_its_scope(store: Store, obj: dict[str, Any]) -> None:
+    kind, name, namespace = obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace", "")
+    created = await store.create(obj)
+    assert created["spec"] == obj["spec"]
+    assert ("namespace" in created["metadata"]) == bool(namespace)
+    assert await store.get(kind, name, namespace) == created
+    assert [o["metadata"]["name"] for o in (await store.list(kind, None)).items] == [name]
+    await store.delete(kind, name, namespace)
+    assert (await store.list(kind, None)).items == []
+
+
 async def test_create_of_an_existing_key_fails_with_already_exists_and_changes_nothing(store: Store) -> None:
     first = await store.create(configmap("a", x="1"))
     with pytest.raises(errors.AlreadyExists):

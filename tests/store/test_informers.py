@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.store import Change, Informer, MemoryStore, Store
+from devplace.store import Change, Informer, InformerSet, MemoryStore, Store
 from devplace.supervisors import Supervisor
 
 
@@ -249,9 +249,121 @@ async def test_a_listing_below_the_revision_seen_replaces_the_cache_outright() -
     assert informer.revision == 4
     changes: list[tuple[str, bool, bool]] = []
     informer.subscribe(lambda c: changes.append((c.key[1], c.old is None, c.new is None)))
-    informer.store = fresh  # the same server, restarted on a fresh memory store
     await fresh.create(_pod("c", "n"))  # revision 1: older than the tombstone, but a new store's object
-    await informer.list_once()
+    listing = await fresh.list("Pod")  # the same server, restarted on a fresh memory store
+    informer.replace(listing.items, listing.revision)
     assert [name for (_, name), _ in informer.items()] == ["c"]
     assert informer.revision == 1
     assert sorted(changes) == [("a", False, True), ("b", False, True), ("c", True, False)]
+
+
+# -- sharing ---------------------------------------------------------------------------------------------------------
+
+
+async def test_views_of_one_kind_share_one_list_and_one_watch_each_with_its_own_parse_and_handlers(
+    running: Supervisor,
+) -> None:
+    store = MemoryStore()
+    await store.create(_pod("a", "node-1"))
+    names: Informer[str] = Informer(store, "Pod", lambda obj, _: obj["metadata"]["name"].upper())
+    nodes: Informer[str] = Informer(store, "Pod", lambda obj, _: obj["spec"]["nodeName"])
+    seen: list[tuple[str, str | None]] = []
+    names.subscribe(lambda c: seen.append(("names", c.new)))
+    nodes.subscribe(lambda c: seen.append(("nodes", c.new)))
+    running.loop("names", names.run)
+    running.loop("nodes", nodes.run)
+    await asyncio.wait_for(asyncio.gather(names.wait_synced(), nodes.wait_synced()), 10)
+    await store.create(_pod("b", "node-2"))
+    await _until(lambda: len(nodes) == 2)
+    assert (names.get("default", "b"), nodes.get("default", "b")) == ("B", "node-2")
+    assert seen == [("names", "A"), ("nodes", "node-1"), ("names", "B"), ("nodes", "node-2")]
+    informers = InformerSet.of(store)
+    assert (informers.lists, informers.watches, len(informers.feeds)) == ({"Pod": 1}, {"Pod": 1}, 1)
+
+
+async def test_a_view_made_after_its_feed_synced_starts_synced_with_every_object() -> None:
+    store = MemoryStore()
+    await store.create(_pod("a", "node-1"))
+    first: Informer[dict[str, Any]] = Informer(store, "Pod")
+    await first.list_once()
+    late: Informer[str] = Informer(store, "Pod", lambda obj, _: obj["metadata"]["name"])
+    assert late.synced.is_set()
+    assert late.items() == [(("default", "a"), "a")]
+    assert InformerSet.of(store).lists == {"Pod": 1}
+
+
+async def test_one_views_own_write_reaches_every_view_and_its_parse_is_kept_only_in_its_own() -> None:
+    store = MemoryStore()
+    writer: Informer[str] = Informer(store, "Pod", lambda obj, _: "parsed")
+    reader: Informer[str] = Informer(store, "Pod", lambda obj, _: "read")
+    created = await store.create(_pod("a", "node-1"))
+    assert writer.record(created, parsed="built by the writer")
+    assert (writer.get("default", "a"), reader.get("default", "a")) == ("built by the writer", "read")
+    assert not reader.record(created)  # the feed has it: not newer
+    assert reader.resource_version("default", "a") == writer.resource_version("default", "a")
+
+
+async def test_in_a_wide_set_selected_views_share_the_kinds_feed_and_filter_for_themselves() -> None:
+    store = MemoryStore()
+    InformerSet.of(store, wide=True)
+    mine: Informer[dict[str, Any]] = Informer(store, "Pod", fields="spec.nodeName=node-1")
+    labelled: Informer[dict[str, Any]] = Informer(store, "Pod", namespace="lab", selector="app=x")
+    everything: Informer[dict[str, Any]] = Informer(store, "Pod")
+    changes: list[tuple[str, bool, bool]] = []
+    mine.subscribe(lambda c: changes.append((c.key[1], c.old is None, c.new is None)))
+    a = await store.create(_pod("a", "node-1"))
+    await store.create(_pod("b", "node-2"))
+    await store.create(_pod("c", "node-2", "lab", app="x"))
+    await everything.list_once()
+    assert [key for key, _ in mine.items()] == [("default", "a")]
+    assert [key for key, _ in labelled.items()] == [("lab", "c")]
+    assert len(everything) == 3
+    moved = await store.update({**a, "spec": {**a["spec"], "nodeName": "node-3"}})
+    everything.apply_event("MODIFIED", moved)  # a Pod that leaves a view's filter leaves the view
+    assert len(mine) == 0
+    assert changes == [("a", True, False), ("a", False, True)]
+    assert list(InformerSet.of(store).feeds) == [("Pod", None, None, None)]
+
+
+async def test_the_last_view_to_stop_ends_the_feeds_watch_and_a_view_that_runs_again_relists(
+    running: Supervisor,
+) -> None:
+    store = MemoryStore()
+    one: Informer[dict[str, Any]] = Informer(store, "Pod")
+    two: Informer[dict[str, Any]] = Informer(store, "Pod")
+    first = running.loop("one", one.run)
+    second = running.loop("two", two.run)
+    await asyncio.wait_for(asyncio.gather(one.wait_synced(), two.wait_synced()), 10)
+    feed = one._feed
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    assert feed.running  # the other view still runs it
+    second.cancel()
+    await asyncio.gather(second, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert not feed.running
+    await store.create(_pod("late", "node-1"))
+    again = running.loop("again", two.run)
+    await _until(lambda: len(two) == 1)
+    again.cancel()
+    assert InformerSet.of(store).lists == {"Pod": 2}
+
+
+async def test_an_unshared_set_gives_every_view_its_own_feed() -> None:
+    store = MemoryStore()
+    InformerSet.of(store, shared=False)
+    one: Informer[dict[str, Any]] = Informer(store, "Pod")
+    two: Informer[dict[str, Any]] = Informer(store, "Pod")
+    await one.list_once()
+    await two.list_once()
+    assert one._feed is not two._feed
+    assert InformerSet.of(store).lists == {"Pod": 2}
+
+
+async def test_a_closed_view_hears_no_more_of_its_feed() -> None:
+    store = MemoryStore()
+    kept: Informer[dict[str, Any]] = Informer(store, "Pod")
+    closed: Informer[dict[str, Any]] = Informer(store, "Pod")
+    closed.close()
+    kept.apply_event("ADDED", await store.create(_pod("a", "node-1")))
+    assert (len(kept), len(closed)) == (1, 0)

@@ -34,7 +34,7 @@ from devplace import errors
 from devplace.clocks import FakeClock
 from devplace.server._app import create_app, running
 from devplace.store import Event, Informer, MemoryStore, open_store
-from devplace.store._kube import KubeOptions, KubeStore, load_config, parse_url, resource_of
+from devplace.store._kube import KubeOptions, KubeStore, group_apart, load_config, parse_url, resource_of
 from devplace.store._kubeconfigs import ServerConfig
 from tests.store.conftest import kube_store as kube_backend
 from tests.store.samples import WATCH_BOUND, configmap, rv, take
@@ -220,6 +220,42 @@ async def test_objects_are_written_to_the_one_resource_the_store_reads(
             created = await store.create(instance("cam-aaaaaa", api_version=written))
             assert created["apiVersion"] == stored
             assert (await store.list("Instance", "default")).items == [created]
+        finally:
+            await store.close()
+    await backing.close()
+
+
+@pytest.mark.parametrize(
+    ("fields", "sent", "own"),
+    [
+        (None, None, True),
+        ("apiVersion=akri.sh/v0", None, True),
+        ("apiVersion=devplace.io/v1alpha1", None, False),
+        ("spec.configurationName=cams,apiVersion!=devplace.io/v1alpha1", "spec.configurationName=cams", True),
+        ("spec.configurationName=cams,apiVersion==devplace.io/v1alpha1", "spec.configurationName=cams", False),
+        ("spec.configurationName=cams", "spec.configurationName=cams", True),
+    ],
+)
+def test_a_group_narrowing_field_selector_is_decided_here_and_never_sent_to_kubernetes(
+    fields: str | None, sent: str | None, own: bool
+) -> None:
+    resource = resource_of("Instance", ("akri.sh",))  # where the kube store reads Instances by default
+    assert group_apart(resource, fields) == (sent, own)
+
+
+async def test_a_list_and_a_watch_narrowed_to_the_other_group_see_nothing_of_the_group_the_store_reads(
+    clock: FakeClock,
+) -> None:
+    backing = MemoryStore(clock=clock)
+    async with served(create_app(backing, fleet_api=False)) as url:
+        store = kube_store(url, clock)
+        try:
+            created = await store.create(instance("cam-aaaaaa"))
+            assert (await store.list("Instance", fields="apiVersion=akri.sh/v0")).items == [created]
+            assert (await store.list("Instance", fields="apiVersion=devplace.io/v1alpha1")).items == []
+            async with store.watch("Instance", since=0, fields="apiVersion=devplace.io/v1alpha1") as events:
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(anext(events), 0.2)
         finally:
             await store.close()
     await backing.close()

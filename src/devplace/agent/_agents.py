@@ -49,10 +49,13 @@ from devplace.api import usage_problems
 from devplace.clocks import Clock, SystemClock
 from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR
 from devplace.discovery import Device, HandlerRegistry, RegistrationServer
-from devplace.store import Change, Store
+from devplace.store import Change, EventRecorder, Store
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
+
+COMPONENT = "devplace-agent"
+"""The agent's name on the Events it writes (`reportingComponent`; the node is the instance)."""
 
 Key = tuple[str, str]
 
@@ -89,12 +92,21 @@ class Agent:
             f"agent {config.node}", clock=SystemClock(), backoff=RESTART_BACKOFF, max_restarts=MAX_RESTARTS
         )
         self._cache = NodeCache(store, config.node, self.supervisor)
+        self.events = EventRecorder(store, COMPONENT, clock, instance=config.node)
+        """Events for users (`kubectl describe instance`): a claim refused, a device gone (never blocks)."""
         self.discoveries = Discoveries(config.node, self._cache, handlers, self.supervisor, clock, self._mark)
         self.plugins = PluginSet(
             self, config.resource_prefix, self.plugin_dir, self._cache, self.supervisor, clock, self._mark_plugins
         )
         self.reconciler = Reconciler(
-            config.node, config.offline_grace, self._cache, self.discoveries, self.supervisor, clock, self.plugins.sync
+            config.node,
+            config.offline_grace,
+            self._cache,
+            self.discoveries,
+            self.supervisor,
+            clock,
+            self.plugins.sync,
+            self.events,
         )
         self.releaser = Releaser(
             config.node,
@@ -132,6 +144,11 @@ class Agent:
 
     def allocated(self, keys: Iterable[DeviceKey]) -> None:
         self.releaser.allocated(keys)
+
+    def claim_refused(self, namespace: str, instance: str, reason: str) -> None:
+        record = self._cache.instance(namespace, instance)
+        regarding = record.obj if record is not None else {"kind": "Instance", "name": instance, "namespace": namespace}
+        self.events.emit(regarding, "ClaimRefused", f"{self.node}: a slot claim was refused: {reason}", "Warning")
 
     def hold(self) -> Callable[[], None]:
         """Busy, with plugin wake-ups and PodResources looks held back, until the returned function is called."""
@@ -176,6 +193,7 @@ class Agent:
         loop("kubelet presence", self.plugins.presence.run)
         loop("release", self.releaser.run)
         loop("handlers", self.discoveries.watch_handlers)
+        loop("events", self.events.run)
 
     async def _first_listing(self) -> None:
         """List the store and start the informers, retried while the store is `Unavailable` (module docstring)."""
@@ -211,6 +229,7 @@ class Agent:
             and self.supervisor.idle
             and not self.releaser.refreshing
             and not self.plugins.pending
+            and not self.events.pending
         )
 
     # -- change handlers (synchronous: they mark work) -------------------------------------------------------------

@@ -167,7 +167,9 @@ class Sources:
         ]
 
     def _stop(self, source: Source) -> None:
-        self._informers.pop(source, None)
+        informer = self._informers.pop(source, None)
+        if informer is not None:
+            informer.close()
         for task in self._tasks.pop(source, []):
             task.cancel()
 

@@ -20,8 +20,15 @@ on its own unix socket and registers it. The decisions are in `slots`; this modu
   slot of its Instance at Allocate time, and re-offering a vdev this node holds returns the same slot.
 
 AllocateResponse per container: env vars from each Instance's brokerProperties, plain and suffixed with the
-Instance's digest in upper case (`<KEY>_<DIGEST>`, as Akri does, so several devices' properties do not collide);
-mounts and device nodes of the discovered device; annotations `devplace.io/slots` and `devplace.io/instances`.
+Instance's digest in upper case (`<KEY>_<DIGEST>`, as Akri does, so several devices' properties do not collide), but
+not the reserved properties (`devplace.discovery.RESERVED`), and with the plain values of `JOINED_ENVS` joined by
+commas across the container's devices (`NVIDIA_VISIBLE_DEVICES=uuid1,uuid2`); mounts and device nodes of the
+discovered device; the CDI devices its `devplace.io/cdi-devices` names; annotations `devplace.io/slots` and
+`devplace.io/instances`.
+
+Health: a device whose handler says `devplace.io/health: Unhealthy` (read from the Instance's brokerProperties, so
+every node agrees) has all its IL slots and CL virtual devices Unhealthy in ListAndWatch (`slots.il_health`,
+`slots.cl_health`); the Instance's change wakes the streams like any other.
 
 CL preference knob: the Configuration annotation `devplace.io/cl-preference: spread|pack` (default spread) steers
 GetPreferredAllocation with `uniqueDevices: false`: spread a pod's devices over Instances, or fill one first.
@@ -44,13 +51,15 @@ from devplace.agent._instances import InstanceRecord
 from devplace.agent._release_rules import DeviceKey
 from devplace.deviceplugin import HEALTHY, UNHEALTHY, abort
 from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-from devplace.discovery import Device, Signal
+from devplace.discovery import JOINED_ENVS, RESERVED, Device, Signal, cdi_devices, device_healthy
 
 log = logging.getLogger(__name__)
 
 ANNOTATION_SLOTS = "devplace.io/slots"
 ANNOTATION_INSTANCES = "devplace.io/instances"
 CL_PREFERENCE = "devplace.io/cl-preference"
+_MESSAGES = 4096
+"""At most this many `Device` messages kept per plugin (the cache starts over past it: vdev names can churn)."""
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -72,6 +81,10 @@ class PluginHost(Protocol):
         """Called after each container's successful claim (release bookkeeping)."""
         ...
 
+    def claim_refused(self, namespace: str, instance: str, reason: str) -> None:
+        """Called when a claim on an Instance is refused (an Event for users; never blocks)."""
+        ...
+
     def hold(self) -> Callable[[], None]:
         """Count the agent busy and hold back unforced ListAndWatch wake-ups and the follow-up work of claims until
         the returned function is called (once, when the Allocate's answer is on its way), so `Agent.is_idle` stays
@@ -89,14 +102,23 @@ def container_response(
     envs: dict[str, str] = {}
     mounts: dict[tuple[str, str], api_pb2.Mount] = {}
     specs: dict[tuple[str, str], api_pb2.DeviceSpec] = {}
+    cdi: dict[str, None] = {}
     instances: list[str] = []
     for record, _slot in granted:
         if record.name in instances:
             continue
         instances.append(record.name)
         suffix = record.digest.upper()
+        cdi.update(dict.fromkeys(cdi_devices(record.broker_properties)))
         for key, value in sorted(record.broker_properties.items()):
-            envs[key] = value
+            if key in RESERVED:
+                continue
+            before = envs.get(key)
+            if key in JOINED_ENVS and before:
+                if value not in before.split(","):
+                    envs[key] = f"{before},{value}"
+            else:
+                envs[key] = value
             envs[f"{key}_{suffix}"] = value
         device = devices.get(record.name)
         if device is None:
@@ -115,6 +137,7 @@ def container_response(
         envs=envs,
         mounts=list(mounts.values()),
         devices=list(specs.values()),
+        cdi_devices=[api_pb2.CDIDevice(name=name) for name in cdi],
         annotations={
             ANNOTATION_SLOTS: ",".join(slot for _, slot in granted),
             ANNOTATION_INSTANCES: ",".join(instances),
@@ -166,6 +189,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._stream_ids = 0
         self._closed = False
         self._response: tuple[ResponseKey, api_pb2.AllocateResponse] | None = None
+        self._messages: dict[tuple[str, bool], api_pb2.Device] = {}
 
     # -- what subclasses provide ----------------------------------------------------------------------------
 
@@ -229,14 +253,22 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 current = self.devices()
                 if current != last or self._forced > self._streams[stream]:
                     last = current
-                    yield api_pb2.ListAndWatchResponse(
-                        devices=[api_pb2.Device(ID=d.id, health=HEALTHY if d.healthy else UNHEALTHY) for d in current]
-                    )
+                    yield api_pb2.ListAndWatchResponse(devices=[self._message(d) for d in current])
                 self._streams[stream] = generation
                 if generation == self._generation:
                     await wake.wait()
         finally:
             del self._streams[stream]
+
+    def _message(self, device: slots.DeviceHealth) -> api_pb2.Device:
+        """The `Device` message of an entry, made once per (id, health): a send copies them, never changes them."""
+        key = (device.id, device.healthy)
+        found = self._messages.get(key)
+        if found is None:
+            if len(self._messages) > _MESSAGES:
+                self._messages.clear()
+            found = self._messages[key] = api_pb2.Device(ID=device.id, health=HEALTHY if device.healthy else UNHEALTHY)
+        return found
 
     async def GetPreferredAllocation(
         self, request: api_pb2.PreferredAllocationRequest, context: Context
@@ -330,6 +362,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             self.notify(force=True)
             if isinstance(e, errors.NotFound):
                 raise errors.Refused(f"{instance} no longer exists") from e
+            self.host.claim_refused(namespace, instance, e.message)
             raise
         undo = [(namespace, instance, slot, claim.usage.holders[slot]) for slot in claim.new]
         return record, claim, undo
@@ -366,7 +399,7 @@ class InstancePlugin(DevicePlugin):
         record = self.host.cache.instance(self.namespace, self.name)
         if record is None:
             return []
-        return slots.il_health(record.usage, self.host.node)
+        return slots.il_health(record.usage, self.host.node, device_healthy(record.broker_properties))
 
     async def claim_container(self, ids: Sequence[str]) -> tuple[list[tuple[InstanceRecord, str]], list[Undo]]:
         node = self.host.node
@@ -383,14 +416,31 @@ class ConfigurationPlugin(DevicePlugin):
 
     def __init__(self, host: PluginHost, namespace: str, configuration: str, resource: str) -> None:
         super().__init__(host, namespace, configuration, resource)
+        self._parts: dict[str, tuple[slots.Usage, bool, bool, list[slots.DeviceHealth]]] = {}
 
     def _unique(self) -> bool:
         cfg = self.host.cache.configuration(self.namespace, self.name)
         return True if cfg is None else cfg.spec.unique_devices
 
     def devices(self) -> list[slots.DeviceHealth]:
+        """`slots.cl_health` over the visible Instances, each Instance's part kept while its usage (a value the
+        cache replaces only when the Instance's deviceUsage changes) and its health are the same: a claim
+        recomputes one Instance's part, not the Configuration's."""
         visible = self.host.cache.visible(self.namespace, self.name)
-        return slots.cl_health((r.usage for r in visible), self.host.node, self._unique())
+        node, unique = self.host.node, self._unique()
+        parts: dict[str, tuple[slots.Usage, bool, bool, list[slots.DeviceHealth]]] = {}
+        out: list[slots.DeviceHealth] = []
+        for record in sorted(visible, key=lambda r: r.name):
+            sick = not device_healthy(record.broker_properties)
+            kept = self._parts.get(record.name)
+            if kept is not None and kept[0] is record.usage and kept[1:3] == (unique, sick):
+                part = kept[3]
+            else:
+                part = slots.cl_health_of(record.usage, node, unique, sick)
+            parts[record.name] = (record.usage, unique, sick, part)
+            out.extend(part)
+        self._parts = parts
+        return out
 
     def prefer(self, available: list[str], must_include: list[str], size: int) -> list[str]:
         cfg = self.host.cache.configuration(self.namespace, self.name)

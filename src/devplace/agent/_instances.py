@@ -66,20 +66,34 @@ def _parse_timestamp(text: str) -> float | None:
         return None
 
 
+_WRITE_STAMPS = frozenset({"resourceVersion", "generation", "managedFields"})
+"""Metadata every write changes: a claim or release of a slot moves them and nothing else but `spec.deviceUsage`."""
+
+
 def _checked_before(obj: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
-    """Whether `obj` equals `old` but for `spec.deviceUsage` and a string `metadata.resourceVersion`: what the api
-    model checks of it (all but the usage) is then what it checked of `old`."""
+    """Whether `obj` equals `old` but for `spec.deviceUsage` and the write stamps (`_WRITE_STAMPS`: a string
+    `resourceVersion`, an integer `generation`, `managedFields`, which the api model leaves unchecked): what the model
+    checks of it is then what it checked of `old`."""
     if obj.keys() != old.keys():
         return False
     for key, value in obj.items():
         other = old[key]
-        if key in ("spec", "metadata"):
+        if key == "spec":
             if not isinstance(value, Mapping) or not isinstance(other, Mapping) or value.keys() != other.keys():
                 return False
-            skip = "deviceUsage" if key == "spec" else "resourceVersion"
-            if key == "metadata" and not isinstance(value.get(skip, ""), str):
+            if any(v != other[k] for k, v in value.items() if k != "deviceUsage"):
                 return False
-            if any(v != other[k] for k, v in value.items() if k != skip):
+        elif key == "metadata":
+            if not isinstance(value, Mapping) or not isinstance(other, Mapping):
+                return False
+            if value.keys() - _WRITE_STAMPS != other.keys() - _WRITE_STAMPS:
+                return False
+            if not isinstance(value.get("resourceVersion", ""), str):
+                return False
+            generation = value.get("generation")
+            if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)):
+                return False
+            if any(v != other[k] for k, v in value.items() if k not in _WRITE_STAMPS):
                 return False
         elif value != other:
             return False
@@ -131,8 +145,9 @@ class InstanceRecord:
         nodes: tuple[str, ...] | None = None
         if previous is not None and previous.name == name:
             old_spec = previous.obj["spec"]
-            if previous.usage.capacity == capacity and (old_spec.get("deviceUsage") or {}) == wire_usage:
-                usage = previous.usage
+            old_usage = old_spec.get("deviceUsage") or {}
+            if previous.usage.capacity == capacity:
+                usage = previous.usage if old_usage == wire_usage else previous.usage.reread(wire_usage, old_usage)
             if previous.broker_properties == wire_props:
                 props = previous.broker_properties
             if previous.nodes == tuple(wire_nodes):

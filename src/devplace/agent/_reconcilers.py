@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal
 
 from devplace import errors
 from devplace.agent import _instances as instances
@@ -30,6 +30,7 @@ from devplace.agent._discoveries import Discoveries
 from devplace.clocks import Clock
 from devplace.discovery import Device
 from devplace.queues import WorkQueue
+from devplace.store import EventRecorder
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Reconciler:
         supervisor: Supervisor,
         clock: Clock,
         sync_plugins: Callable[[], Awaitable[None]],
+        events: EventRecorder | None = None,
     ) -> None:
         self.node = node
         self.offline_grace = offline_grace
@@ -63,6 +65,7 @@ class Reconciler:
         self.supervisor = supervisor
         self.clock = clock
         self._sync_plugins = sync_plugins
+        self.events = events
         self.queue: WorkQueue[Key] = WorkQueue(clock)
 
     @property
@@ -162,11 +165,24 @@ class Reconciler:
                 )
                 for inst in plan.sync
             ]
+        self._tell(namespace, plan.mark_offline, "DeviceUnavailable", "no longer discovers the device", "Warning")
+        self._tell(namespace, plan.leave, "DeviceGone", "left the Instance: its device is gone here", "Normal")
         jobs += [functools.partial(self._mark_offline, namespace, inst, now) for inst in plan.mark_offline]
         jobs += [functools.partial(self._leave, namespace, inst, now, gone) for inst in plan.leave]
         jobs += [functools.partial(self._expire, namespace, inst, now, gone) for inst in plan.expire]
         await bounded(jobs, CREATE_CONCURRENCY)
         self.schedule(key, plan.next_deadline)
+
+    def _tell(
+        self, namespace: str, names: Sequence[str], reason: str, note: str, type: Literal["Normal", "Warning"]
+    ) -> None:
+        """An Event on each named Instance (for `kubectl describe`); never blocks."""
+        if self.events is None:
+            return
+        for name in names:
+            record = self.cache.instance(namespace, name)
+            regarding = record.obj if record is not None else {"kind": "Instance", "name": name, "namespace": namespace}
+            self.events.emit(regarding, reason, f"{self.node} {note}", type)
 
     async def _create(self, cfg_obj: dict[str, Any], device: Device) -> None:
         body = instances.new_instance(cfg_obj, device, self.node)

@@ -40,7 +40,7 @@ mapping in the holder, so re-offering a vdev finds the same slot again (Akri #84
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -120,6 +120,29 @@ class Usage:
             except errors.Invalid:
                 holders[str(slot)] = Unknown(raw)
         return cls(instance, capacity, _ordered(instance, holders))
+
+    def reread(self, device_usage: Any, before: Any) -> Usage:
+        """`read(device_usage)`, given that this usage was read from `before` (same Instance and capacity): a slot
+        whose wire holder did not change keeps its parsed holder, and the order is kept when the slots are the same,
+        so a watch event that moves one slot parses one holder."""
+        if (
+            not isinstance(device_usage, Mapping)
+            or not isinstance(before, Mapping)
+            or device_usage.keys() != before.keys()
+            or self.holders.keys() != before.keys()
+        ):
+            return Usage.read(self.instance, self.capacity, device_usage)
+        holders: dict[str, Holder] = {}
+        for slot, held in self.holders.items():
+            raw = device_usage[slot]
+            if raw == before[slot]:
+                holders[slot] = held
+                continue
+            try:
+                holders[slot] = parse_holder(raw)
+            except errors.Invalid:
+                holders[slot] = Unknown(raw)
+        return Usage(self.instance, self.capacity, holders)
 
     def to_wire(self) -> dict[str, Any]:
         return {slot: format_holder(holder) for slot, holder in self.holders.items()}
@@ -349,42 +372,56 @@ class DeviceHealth:
     instance: str
 
 
-def il_health(usage: Usage, node: str) -> list[DeviceHealth]:
-    """Instance-level devices: every named slot; Healthy iff claimable or held by this node's IL plugin."""
+def il_health(usage: Usage, node: str, device_healthy: bool = True) -> list[DeviceHealth]:
+    """Instance-level devices: every named slot; Healthy iff claimable or held by this node's IL plugin, and the
+    device itself is healthy (its handler's `devplace.io/health`): a sick device's slots are all Unhealthy, so the
+    kubelet stops offering them (those held stay held: a running container is not evicted by the kubelet)."""
     mine = IL(node)
     return [
-        DeviceHealth(slot, holder == mine or usage.claimable(slot), usage.instance)
+        DeviceHealth(slot, device_healthy and (holder == mine or usage.claimable(slot)), usage.instance)
         for slot, holder in usage.holders.items()
         if usage.index(slot) is not None  # an unnamed slot is no device (module docstring)
     ]
 
 
-def cl_health(usages: Iterable[Usage], node: str, unique: bool) -> list[DeviceHealth]:
+def cl_health(
+    usages: Iterable[Usage], node: str, unique: bool, unhealthy: Collection[str] = frozenset()
+) -> list[DeviceHealth]:
     """Configuration-level devices over the Instances visible from `node` (sorted by Instance name).
 
     unique: one vdev per Instance, Healthy iff this node's CL holds a slot for it or a slot is claimable.
     per slot: `capacity` vdevs per Instance (plus any vdev still held after a shrink); those this node's CL holds
     are Healthy, and of the rest as many as there are claimable slots, so the Healthy count is exact.
+    Every vdev of an Instance in `unhealthy` (its device is sick) is Unhealthy, held or not.
     """
     out: list[DeviceHealth] = []
     for usage in sorted(usages, key=lambda u: u.instance):
-        free = len(usage.free_claimable())
-        held_vdevs = {h.vdev for h in usage.holders.values() if isinstance(h, CL) and h.node == node}
-        if unique:
-            name = usage.instance
-            out.append(DeviceHealth(name, name in held_vdevs or free > 0, name))
-            continue
-        names = [slot_name(usage.instance, i) for i in range(usage.capacity)]
-        names += sorted(v for v in held_vdevs if v not in names and vdev_instance(v, [usage.instance]))
-        budget = free
-        for name in names:
-            if name in held_vdevs:
-                out.append(DeviceHealth(name, True, usage.instance))
-            elif budget > 0:
-                budget -= 1
-                out.append(DeviceHealth(name, True, usage.instance))
-            else:
-                out.append(DeviceHealth(name, False, usage.instance))
+        out.extend(cl_health_of(usage, node, unique, usage.instance in unhealthy))
+    return out
+
+
+def cl_health_of(usage: Usage, node: str, unique: bool, sick: bool = False) -> list[DeviceHealth]:
+    """One Instance's part of `cl_health` (each Instance's part depends on its usage alone, so a caller may keep
+    the parts of the Instances that did not change)."""
+    if sick:
+        return [DeviceHealth(d.id, False, d.instance) for d in cl_health_of(usage, node, unique)]
+    out: list[DeviceHealth] = []
+    free = len(usage.free_claimable())
+    held_vdevs = {h.vdev for h in usage.holders.values() if isinstance(h, CL) and h.node == node}
+    if unique:
+        name = usage.instance
+        return [DeviceHealth(name, name in held_vdevs or free > 0, name)]
+    names = [slot_name(usage.instance, i) for i in range(usage.capacity)]
+    names += sorted(v for v in held_vdevs if v not in names and vdev_instance(v, [usage.instance]))
+    budget = free
+    for name in names:
+        if name in held_vdevs:
+            out.append(DeviceHealth(name, True, usage.instance))
+        elif budget > 0:
+            budget -= 1
+            out.append(DeviceHealth(name, True, usage.instance))
+        else:
+            out.append(DeviceHealth(name, False, usage.instance))
     return out
 
 

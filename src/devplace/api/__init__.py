@@ -7,17 +7,36 @@ Kubernetes API machinery (OpenAPI, patches, tables) is `devplace.kubeapi`.
 - `meta`: ObjectMeta and `Resource`, the base of every kind;
 - `devices`: Configuration, Instance (Akri-compatible) and ResourceClass, with the slot-holder vocabulary;
 - `workloads`: the core Kubernetes kinds the parts use (Node, Pod, Service, ConfigMap, Secret, Job, Deployment);
+- `clusters`: Namespace, Event, ServiceAccount and the RBAC kinds (stored, not enforced);
 - `registry`: apiVersion/kind -> model, plural, scope; `lookup`, `kinds`, `normalize`;
 - `names`, `quantity`, `selectors`, `revisions`: Kubernetes' name rules, quantities, selectors and resourceVersions;
 - `manifests`: YAML or JSON text into validated wire dicts (hostile input refused before it is expanded);
 - `podspecs`: Kubernetes' own checks for the Kubernetes types the kinds carry as plain maps;
 - `definitions`: Kubernetes' shipped schemas, the leaf that `podspecs` and `kubeapi` both read;
 - `applies`: what to write so the store holds a manifest (pure; `store.apply_object` runs it).
+- `dra`: Kubernetes' DRA kinds (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate) and their limits;
+- `cel`: CEL device selectors in Kubernetes' DRA environment (compiled once, verdicts cached, cost-bounded);
+- `dradevices`: an Instance's attributes (`instance_properties`, what resource classes select on) and the one
+  mapping from a devplace device to a DRA device;
+- `compiles`: a ResourceClass, or a Configuration's Akri resource, compiled to a DeviceClass that selects the same
+  devices.
 
 One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """
 
 from devplace.api._applies import Create, Update, plan_apply
+from devplace.api._cel import DeviceInput, Filter, Selector, Verdicts, compile_selector
+from devplace.api._clusters import (
+    EVENT_TYPES,
+    ClusterRole,
+    ClusterRoleBinding,
+    Event,
+    Namespace,
+    Role,
+    RoleBinding,
+    ServiceAccount,
+)
+from devplace.api._compiles import compile_class, compile_configuration, extended_resource
 from devplace.api._definitions import kubernetes_definitions, kubernetes_typed
 from devplace.api._devices import (
     CL,
@@ -43,6 +62,22 @@ from devplace.api._devices import (
     slot_index,
     slot_name,
     usage_problems,
+)
+from devplace.api._dra import (
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    pod_claim_problems,
+    update_problems,
+)
+from devplace.api._dradevices import (
+    DRIVER,
+    DraDevice,
+    attribute_id,
+    dra_device,
+    instance_device,
+    instance_properties,
 )
 from devplace.api._manifests import (
     MAX_DEPTH,
@@ -80,6 +115,8 @@ from devplace.api._workloads import ConfigMap, Deployment, Job, Node, Pod, Secre
 __all__ = [
     "CL",
     "DEFAULT_NAMESPACE",
+    "DRIVER",
+    "EVENT_TYPES",
     "FREE",
     "IL",
     "MAX_DEPTH",
@@ -88,13 +125,20 @@ __all__ = [
     "RESOURCE_PREFIXES",
     "SELECTION_STRATEGIES",
     "SERVER_OWNED_METADATA",
+    "ClusterRole",
+    "ClusterRoleBinding",
     "ConfigMap",
     "Configuration",
     "Create",
     "Deployment",
+    "DeviceClass",
+    "DeviceInput",
     "DeviceSelector",
     "DiscoveryProperty",
+    "DraDevice",
+    "Event",
     "FieldSelector",
+    "Filter",
     "Free",
     "Instance",
     "Job",
@@ -102,6 +146,7 @@ __all__ = [
     "KindInfo",
     "LabelSelector",
     "Model",
+    "Namespace",
     "Node",
     "NodeSelector",
     "ObjectMeta",
@@ -109,16 +154,32 @@ __all__ = [
     "Quantity",
     "Requirement",
     "Resource",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
     "ResourceClass",
+    "ResourceSlice",
+    "Role",
+    "RoleBinding",
     "Secret",
     "SelectionStrategy",
+    "Selector",
     "Service",
+    "ServiceAccount",
     "Update",
+    "Verdicts",
+    "attribute_id",
     "cdi_name",
+    "compile_class",
+    "compile_configuration",
+    "compile_selector",
     "decode_base64",
     "dns1123_label_problem",
     "dns1123_subdomain_problem",
+    "dra_device",
+    "extended_resource",
     "format_holder",
+    "instance_device",
+    "instance_properties",
     "invalid_from",
     "json_tree",
     "kinds",
@@ -138,6 +199,7 @@ __all__ = [
     "parse_positioned",
     "parse_revision",
     "plan_apply",
+    "pod_claim_problems",
     "register",
     "released",
     "require_dns1123_subdomain",
@@ -145,6 +207,7 @@ __all__ = [
     "resource_prefix",
     "slot_index",
     "slot_name",
+    "update_problems",
     "usage_problems",
     "validated",
     "yaml_documents",

@@ -23,14 +23,29 @@ Schema = dict[str, Any]
 POD_SPEC = "io.k8s.api.core.v1.PodSpec"
 JOB_SPEC = "io.k8s.api.batch.v1.JobSpec"
 SERVICE_SPEC = "io.k8s.api.core.v1.ServiceSpec"
+NODE_SELECTOR = "io.k8s.api.core.v1.NodeSelector"
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 
 TYPED_FIELDS: Mapping[tuple[str, str], str] = {
     ("BrokerSpec", "brokerPodSpec"): POD_SPEC,
     ("BrokerSpec", "brokerJobSpec"): JOB_SPEC,
     ("ConfigurationSpec", "instanceServiceSpec"): SERVICE_SPEC,
     ("ConfigurationSpec", "configurationServiceSpec"): SERVICE_SPEC,
+    # the DRA kinds (api.dra): node selectors, a template's claim metadata and single quantities
+    ("ResourceSliceSpec", "nodeSelector"): NODE_SELECTOR,
+    ("Device", "nodeSelector"): NODE_SELECTOR,
+    ("AllocationResult", "nodeSelector"): NODE_SELECTOR,
+    ("ResourceClaimTemplateSpec", "metadata"): OBJECT_META,
+    ("DeviceCapacity", "value"): QUANTITY,
+    ("Counter", "value"): QUANTITY,
+    ("CapacityRequestPolicy", "default"): QUANTITY,
+    ("CapacityRequestPolicyRange", "min"): QUANTITY,
+    ("CapacityRequestPolicyRange", "max"): QUANTITY,
+    ("CapacityRequestPolicyRange", "step"): QUANTITY,
 }
-"""Fields the models keep as mappings that hold Kubernetes types: (model, wire name) -> Kubernetes' definition."""
+"""Fields of the models that hold Kubernetes types (mappings, or quantities kept as text): (model, wire name) ->
+Kubernetes' definition."""
 
 
 @functools.cache

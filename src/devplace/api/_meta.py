@@ -54,7 +54,9 @@ SERVER_OWNED_METADATA = (
   devplace has no graceful deletion, so an object is never born "being deleted", and an update keeps the stored
   value (none). `selfLink` went out of Kubernetes in 1.20.
 - `managedFields` is the API server's field manager's (server-side apply): it computes them after the boundary and
-  hands them to the store, which passes them through.
+  hands them to the store, which passes them through. A client may write them as Kubernetes allows (an empty list
+  resets them; kubectl moves client-side apply's fields so): the field manager reads them from the body before this
+  boundary drops them (`kubeapi.managedfields`).
 - The CLI's apply plan (`api.applies`) writes none of it from a manifest and keeps the stored values on update.
 """
 
@@ -68,6 +70,7 @@ class Model(BaseModel):
         extra="forbid",
         frozen=False,
         ser_json_inf_nan="constants",
+        defer_build=True,
     )
 
     def to_wire(self) -> dict[str, Any]:

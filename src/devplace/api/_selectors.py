@@ -52,12 +52,28 @@ COMMON_FIELDS = ("metadata.name", "metadata.namespace")
 
 FIELD_LABELS: dict[str, tuple[str, ...]] = {
     "Pod": ("spec.nodeName", "spec.schedulerName", "status.phase"),
-    "Instance": ("spec.configurationName",),
+    "Instance": ("spec.configurationName", "apiVersion"),
+    "Configuration": ("apiVersion",),
+    "Namespace": ("status.phase",),
+    "Event": (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "type",
+    ),
     "Secret": ("type",),
     "Node": ("spec.unschedulable",),
     "Job": ("status.successful",),
 }
-"""Per kind, the fields a field selector may name besides `COMMON_FIELDS` (Kubernetes' field labels)."""
+"""Per kind, the fields a field selector may name besides `COMMON_FIELDS` (Kubernetes' field labels). A kind served
+in two groups that hold apart objects (Configuration, Instance: `akri.sh` and `devplace.io`) also takes `apiVersion`,
+which the API server uses to show each group only its own objects."""
 
 
 def _field_value(obj: Mapping[str, Any], path: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from pydantic import ConfigDict, Field
 
 from devplace import errors
+from devplace.api._dra import pod_claim_problems
 from devplace.api._meta import Resource
 from devplace.api._quantity import Quantity
 from devplace.api._registry import register
@@ -98,6 +99,7 @@ class Pod(_Core):
         if not isinstance(containers, list) or not containers:  # Kubernetes: "spec.containers: Required value"
             yield errors.FieldError("spec.containers", "Required value: a Pod runs at least one container")
         yield from _pod_spec_problems("spec", self.spec)
+        yield from pod_claim_problems("spec", self.spec)  # DRA: resourceClaims, containers[].resources.claims
 
 
 @register

@@ -6,7 +6,9 @@
 - `explains`: `devplace explain pod NAME`;
 - `crds`: `devplace crds`;
 - `emco`: `devplace fleet ...`, the /v2 client; `emcofiles`: emcoctl's resource files;
-- `servers`: `devplace server`; `agents`: `devplace agent`; `daemons`: `devplace scheduler | controller`;
+- `servers`: `devplace server` and `devplace wait-ready`; `agents`: `devplace agent`;
+- `daemons`: `devplace scheduler | controller`;
+- `handlers`: `devplace handler nvml`, a built-in discovery handler as its own process;
 - `kubelets`: `devplace kubelet-sim`;
 - `demos`: `devplace demo`, which runs `devplace.demo`.
 

@@ -16,6 +16,11 @@ of devplace's own there.
   availability file `/tmp/debug-echo-availability.txt` (`--debug-echo-availability-file`) takes every device away
   while it contains `OFFLINE`. An external debugEcho handler registering too is merged with it, as Akri merges
   handlers of one name.
+- The built-in `nvml` handler (NVIDIA GPUs through NVML, `devplace.discovery._gpus`) runs unless `--no-nvml`: it
+  touches NVML only when a Configuration names it, and on a node without the library or without GPUs reports none,
+  in one log line. `DP_DISABLE_HEALTHCHECKS` / `DP_ENABLE_HEALTHCHECKS` tune which XIDs make a GPU Unhealthy, as for
+  NVIDIA's device plugin; an Unhealthy GPU stays so until the agent restarts (NVML cannot clear an XID). Where
+  `devplace handler nvml` runs as its own process (deploy/kubernetes/gpu-handler.yaml), pass `--no-nvml`.
 - Accepted and ignored: `HOST_CRICTL_PATH`, `HOST_RUNTIME_ENDPOINT`, `HOST_IMAGE_ENDPOINT` (Akri used crictl to find
   which slots are in use; devplace asks the kubelet's PodResources API instead).
 The store is `--store`/`$DEVPLACE_STORE` (on a cluster: the API server devplace runs against).
@@ -45,6 +50,7 @@ from typing import Annotated
 
 import typer
 
+from devplace import errors
 from devplace.api import require_dns1123_subdomain
 from devplace.cli._daemons import LogLevelOption, configure_logging, serve
 from devplace.cli._resources import StoreOption, fail, run, store_url
@@ -135,6 +141,10 @@ def agent(
         Path,
         typer.Option("--debug-echo-availability-file", help="debugEcho reports nothing while this file says OFFLINE"),
     ] = Path("/tmp/debug-echo-availability.txt"),  # Akri's fixed path
+    nvml: Annotated[
+        bool,
+        typer.Option("--nvml/--no-nvml", help="Run the built-in nvml handler (NVIDIA GPUs through NVML)"),
+    ] = True,
     log_level: LogLevelOption = "info",
 ) -> None:
     """Run the node agent: discover devices, keep Instances, serve IL/CL device plugins, release slots."""
@@ -143,10 +153,16 @@ def agent(
     environ = dict(os.environ)
     shared = debug_echo_shared(environ)
     socket, asked = registration_socket_path(registration_socket, environ)
+    from devplace.discovery import xid_policy
+
+    try:
+        policy = xid_policy(environ)
+    except errors.Invalid as e:
+        raise fail(e.message) from None
 
     async def work() -> int:
         from devplace.agent import Agent, AgentConfig
-        from devplace.discovery import builtin_registry
+        from devplace.discovery import GpuHandler, Pynvml, builtin_registry
         from devplace.store import open_store
 
         require_dns1123_subdomain("--node", node)
@@ -170,8 +186,9 @@ def agent(
         )
         clock = SystemClock()
         st = open_store(url, clock=clock)
+        gpus = GpuHandler(Pynvml(), policy=policy) if nvml else None
         registry = builtin_registry(
-            node, offline_file=debug_echo_availability_file, clock=clock, debug_echo_shared=shared
+            node, offline_file=debug_echo_availability_file, clock=clock, debug_echo_shared=shared, gpus=gpus
         )
         daemon = Agent(config, st, registry, clock)
 
@@ -179,7 +196,11 @@ def agent(
             try:
                 await daemon.stop()
             finally:
-                await st.close()
+                try:
+                    if gpus is not None:
+                        await gpus.close()
+                finally:
+                    await st.close()
 
         prefix = resource_prefix or "each Configuration's group"
         return await serve(
@@ -188,7 +209,7 @@ def agent(
             stop=stop,
             failed=daemon.failed,
             banner=f"node {node}, store {url}, kubelet dir {kubelet_dir}, prefix {prefix}, "
-            f"handlers register at {serving or 'nowhere'}",
+            f"handlers register at {serving or 'nowhere'}, nvml {'on' if nvml else 'off'}",
         )
 
     run(work)

@@ -1,4 +1,10 @@
-"""The typer application; each command group lives in its own module and registers itself here."""
+"""The typer application; each command group lives in its own module and registers itself here.
+
+Help is click's plain formatter (`rich_markup_mode=None`): it never cuts an option name to fit a narrow terminal
+(rich's table did, `--max-watches-per-cli…` at 80 columns) and keeps `[default: ...]` texts, which rich read as markup
+and dropped. `devplace --version` prints the version; `--install-completion` / `--show-completion` are typer's
+shell completion (bash, zsh, fish, PowerShell).
+"""
 
 from __future__ import annotations
 
@@ -12,17 +18,28 @@ from devplace.cli import _daemons as daemons
 from devplace.cli import _demos as demos
 from devplace.cli import _emco as emco
 from devplace.cli import _explains as explains
+from devplace.cli import _handlers as handlers
 from devplace.cli import _kubelets as kubelets
 from devplace.cli import _resources as resources
 from devplace.cli import _servers as servers
+from devplace.cli._resources import DEFAULT_STORE, STORE_URLS
 
 app = typer.Typer(
     name="devplace",
     help="Share and place hardware, from a fleet of clusters down to a single device slot.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from devplace import __version__
+
+        typer.echo(f"devplace {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -32,8 +49,7 @@ def options(
         None,
         "--store",
         envvar="DEVPLACE_STORE",
-        help="Store URL: sqlite:///PATH, memory, etcd://HOST:PORT[,HOST:PORT...], http(s)://HOST:PORT (a devplace "
-        "server), kube:// (a Kubernetes API server; kube:///KUBECONFIG?context=NAME) [default: sqlite:///./devplace.db]",
+        help=f"{STORE_URLS} [default: {DEFAULT_STORE}]",
     ),
     token: str | None = typer.Option(
         None,
@@ -49,6 +65,9 @@ def options(
         help="kubeconfig whose credentials (token, client certificate, CA) an http(s) store uses when one of its "
         "contexts names that server; given on the command line without --store, its current server is the store",
         show_default=False,
+    ),
+    show_version: bool = typer.Option(
+        False, "--version", help="Print devplace's version and exit", is_eager=True, callback=_print_version
     ),
 ) -> None:
     """Share and place hardware, from a fleet of clusters down to a single device slot."""
@@ -67,7 +86,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for module in (resources, explains, servers, agents, kubelets, daemons, emco, demos, crds):
+for module in (resources, explains, servers, agents, handlers, kubelets, daemons, emco, demos, crds):
     module.register(app)
 
 

@@ -16,11 +16,11 @@ from typing import Annotated, Any
 import typer
 
 from devplace.cli._resources import fail, register_fleet_kinds
-from devplace.kubeapi import crd_group_versions, crd_yaml, custom_resource_definitions, file_name, kustomization_yaml
 
 
 def definitions() -> list[dict[str, Any]]:
     """Every CRD, named as devplace's discovery names the kinds."""
+    from devplace.kubeapi import crd_group_versions, custom_resource_definitions
     from devplace.server import api_resource_list
 
     register_fleet_kinds()
@@ -36,6 +36,8 @@ def crds_command(
     ] = None,
 ) -> None:
     """Print the CustomResourceDefinitions of devplace's kinds (akri.sh ones compatible with Akri's), or write them."""
+    from devplace.kubeapi import crd_yaml, file_name, kustomization_yaml
+
     found = definitions()
     if out_dir is None:
         typer.echo("---\n".join(crd_yaml(crd) for crd in found), nl=False)

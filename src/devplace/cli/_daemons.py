@@ -126,10 +126,12 @@ def scheduler(
 
     async def work() -> int:
         from devplace.scheduler import Scheduler
+        from devplace.store import EventRecorder
 
         clock = SystemClock()
         st = open_cli_store(ctx, url, clock=clock)
-        part = Scheduler(st, clock, name=name, strategy=strategy)  # narrowed to a Strategy by the check above
+        events = EventRecorder(st, "devplace-scheduler", clock, instance=name)
+        part = Scheduler(st, clock, name=name, strategy=strategy, events=events)  # strategy: checked above
 
         async def stop() -> None:
             try:
@@ -172,6 +174,7 @@ def controller(
 
     async def work() -> int:
         from devplace.controller import ClassMatcher, Controller
+        from devplace.store import EventRecorder
         from devplace.supervisors import first_failure
 
         if resource_prefix is not None:
@@ -186,6 +189,7 @@ def controller(
             node_grace=node_grace,
             pending_grace=pending_grace,
             class_matches=matcher,
+            events=EventRecorder(st, "devplace-controller", clock),
         )
         matcher.bind(part)
 

@@ -15,7 +15,6 @@ import typer
 from devplace.cli import _output as output
 from devplace.cli import _resources as resources
 from devplace.cli._resources import StoreOption, run
-from devplace.demo import ACTS, Tour, run_demo
 
 
 def demo(
@@ -45,6 +44,8 @@ def demo(
 
     Exits 1 if any outcome the tour expects does not happen.
     """
+    from devplace.demo import ACTS, Tour, run_demo  # the demo loads every part: only this command pays for it
+
     acts = sorted(set(act)) if act else list(ACTS)
     tour = Tour.for_stdout(output)
 

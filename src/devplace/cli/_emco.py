@@ -21,17 +21,17 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx2
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from devplace import errors
 from devplace.cli import _emcofiles as emcofiles
+
+if TYPE_CHECKING:
+    import httpx2  # loaded by the commands that talk to a server: `devplace agent` never pays for it
+    from rich.table import Table
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 _SHOWN_REJECTIONS = 20
@@ -48,6 +48,8 @@ def _dig_path(project: str, capp: str, version: str, dig: str) -> str:
 
 
 def _call(method: str, server: str, path: str) -> dict[str, Any]:
+    import httpx2
+
     try:
         with httpx2.Client(base_url=server, timeout=120.0) as client:
             response = client.request(method, path, json={} if method == "POST" else None)
@@ -76,6 +78,9 @@ def _cluster(entry: Mapping[str, Any]) -> str:
 
 def render_tables(doc: Mapping[str, Any], title: str) -> list[Table | str]:
     """The status document as rich renderables: a summary line, placements, rejections, warnings and errors."""
+    from rich import box
+    from rich.table import Table
+
     out: list[Table | str] = [
         f"{title}: [bold]{doc.get('state', '?')}[/bold]" + (" (dry run)" if doc.get("dryRun") else "")
     ]
@@ -114,6 +119,8 @@ def _show(doc: dict[str, Any], title: str, output: str | None, render: Any = Non
     if fmt == "json":
         typer.echo(json.dumps(doc, indent=2, sort_keys=True))
     elif fmt == "table":
+        from rich.console import Console
+
         console = Console(soft_wrap=True)
         for part in (render or render_tables)(doc, title):
             console.print(part)
@@ -123,6 +130,9 @@ def _show(doc: dict[str, Any], title: str, output: str | None, render: Any = Non
 
 def render_status(doc: Mapping[str, Any], title: str) -> list[Table | str]:
     """EMCO's status result: the lifecycle, what each cluster was given, then devplace's placement decision."""
+    from rich import box
+    from rich.table import Table
+
     actions = (doc.get("states") or {}).get("actions") or []
     state = actions[-1]["state"] if actions else "?"
     history = " -> ".join(a.get("state", "?") + (f" ({a['instance']})" if a.get("instance") else "") for a in actions)
@@ -207,7 +217,15 @@ def _unserved(response: httpx2.Response) -> bool:
         message = str(response.json().get("message", ""))
     except (ValueError, AttributeError):
         return True
-    return response.status_code == 405 or message.startswith("the server could not find the requested resource")
+    return response.status_code == 405 or message in ("404 page not found", "404 page not found\n")
+
+
+def _already_exists(response: httpx2.Response) -> bool:
+    """A 409 for a duplicate (EMCO's `... already exists`, or devplace's label with another value for its key)."""
+    try:
+        return bool(response.json().get("reason") == "AlreadyExists")
+    except (ValueError, AttributeError):
+        return "already exists" in response.text
 
 
 def _reason(response: httpx2.Response) -> str:
@@ -218,6 +236,8 @@ def _reason(response: httpx2.Response) -> str:
 
 
 def _each(server: str, file: str, values: str | None, *, deleting: bool) -> None:
+    import httpx2
+
     docs = _load(file, values)
     base = Path(file).parent
     failed = 0
@@ -253,8 +273,7 @@ def _one(client: httpx2.Client, doc: emcofiles.Document, base: Path, *, deleting
     else:
         request, replace = emcofiles.request_plan(doc)
         response = _send(client, request, doc, base)
-        exists = "already has" if doc.is_label else "already exists"
-        if response.status_code == 409 and replace is not None and exists in _reason(response):
+        if response.status_code == 409 and replace is not None and _already_exists(response):
             current = client.get(replace.path)
             if not doc.is_label and current.status_code == 200 and current.json() == replace.body:
                 typer.echo(f"{replace.path}: unchanged")

@@ -1,4 +1,7 @@
-"""`devplace explain pod NAME`: why a pod can or cannot go to each node, computed from the store alone.
+"""`devplace explain pod NAME`: why a pod can or cannot go to each node, computed from the store alone;
+`devplace explain resourceclass NAME`: the DRA DeviceClass the class compiles to (`api.compiles`), as YAML;
+`devplace explain configuration NAME [-n NS]`: the DeviceClass of the Configuration's Akri resource
+(`<group>/<configuration>`, selecting its devices), as YAML.
 
 The command reads a snapshot (Nodes, Pods, Instances, Configurations, ResourceClasses) into a scheduler's informer
 caches, without starting it, and asks the scheduler's own pure `explain` (the decision core run over every node; it
@@ -21,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from devplace import errors
 from devplace.api import DEFAULT_NAMESPACE, lookup
@@ -101,7 +103,7 @@ def render(explanation: Explanation, output_format: str, *, tty: bool) -> Sequen
 
 def explain(
     ctx: typer.Context,
-    kind: Annotated[str, typer.Argument(help="pod (the only kind explained)")],
+    kind: Annotated[str, typer.Argument(help="pod, or resourceclass or configuration (its DRA DeviceClass)")],
     name: Annotated[str, typer.Argument(help="The pod's name")],
     namespace: NamespaceOption = None,
     output_format: Annotated[str, typer.Option("--output", "-o", help="table, json or yaml")] = "table",
@@ -112,8 +114,19 @@ def explain(
 
     async def body(st: Store) -> int:
         register_fleet_kinds()  # `explain apps x` says only pods are explained, as for every other known kind
+        if lookup(kind).kind == "ResourceClass":  # its DRA form: the DeviceClass it compiles to
+            typer.echo(output.to_yaml(await device_class_of(st, name)))
+            return 0
+        if lookup(kind).kind == "Configuration":  # the DeviceClass of its Configuration-level (Akri) resource
+            from devplace.api import compile_configuration
+
+            configuration = await st.get("Configuration", name, namespace or DEFAULT_NAMESPACE)
+            typer.echo(output.to_yaml(compile_configuration(configuration)))
+            return 0
         if lookup(kind).kind != "Pod":
-            raise errors.Invalid.field("kind", f"only pods are explained, not {kind!r}")
+            raise errors.Invalid.field(
+                "kind", f"only pods, resource classes and configurations are explained, not {kind!r}"
+            )
         if output_format not in ("table", "json", "yaml"):
             raise errors.Invalid.field("output", f"{output_format!r} is not one of table, json, yaml")
         explanation = await explain_pod(st, namespace or DEFAULT_NAMESPACE, name)
@@ -122,10 +135,26 @@ def explain(
             if isinstance(part, str):
                 typer.echo(part)
             else:
+                from rich.console import Console
+
                 Console().print(part)
         return 0
 
     run(lambda: with_store(url, body, ctx))
+
+
+async def device_class_of(store: Store, name: str) -> dict[str, Any]:
+    """The DeviceClass ResourceClass `name` compiles to (its references flattened as the scheduler resolves them)."""
+    from devplace.api import compile_class
+    from devplace.scheduler import resolve_each
+
+    specs = {str(o["metadata"]["name"]): o.get("spec") for o in (await store.list("ResourceClass", "")).items}
+    if name not in specs:
+        raise errors.NotFound(f"resourceclasses {name!r} not found")
+    resolved, refused = resolve_each(specs)
+    if name in refused:
+        raise refused[name]
+    return compile_class(name, resolved[name].selector)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from rich import box
-from rich.table import Table
 
-from devplace.kubeapi import BROKER_COUNTS, age, broker_counts, cell_text, columns, instance_usage, strategy_of
+if TYPE_CHECKING:
+    from rich.table import Table
+
+# rich and devplace.kubeapi load when a table is drawn: a daemon (`devplace agent`) imports this module and draws none
 
 FORMATS = ("table", "wide", "json", "yaml", "name")
 NONE = "<none>"
@@ -31,6 +32,8 @@ BROKER_HEADERS = ["NAMESPACE", "CONFIGURATION", "STRATEGY", "DESIRED", "RUNNING"
 def broker_summary(configuration: Mapping[str, Any]) -> dict[str, Any]:
     """One Configuration's brokers: its strategy and the controller's counts from `status.brokers` (None: not
     reported yet, e.g. no controller has seen it)."""
+    from devplace.kubeapi import broker_counts, strategy_of
+
     meta = configuration.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     return {
@@ -43,6 +46,8 @@ def broker_summary(configuration: Mapping[str, Any]) -> dict[str, Any]:
 
 def broker_rows(configurations: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """`devplace get brokers`: a row per Configuration under `BROKER_HEADERS`."""
+    from devplace.kubeapi import BROKER_COUNTS, cell_text
+
     rows = []
     for configuration in configurations:
         summary = broker_summary(configuration)
@@ -67,6 +72,8 @@ def table(
 ) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of `devplace get`: NAMESPACE for namespaced kinds, then the kind's columns
     (`kubeapi.tables.columns`, the server's Table columns), the priority-1 ones only with `wide` (`-o wide`)."""
+    from devplace.kubeapi import cell_text, columns
+
     cols = columns(kind, wide=wide)
     headers = (["NAMESPACE"] if namespaced else []) + [c.header for c in cols]
     rows = []
@@ -86,6 +93,9 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def rich_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    from rich import box
+    from rich.table import Table
+
     out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for header in headers:
         out.add_column(header, no_wrap=header in ("NAME", "NAMESPACE"))
@@ -128,6 +138,8 @@ def _indented(value: Any, indent: str = "  ") -> list[str]:
 
 def describe(obj: Mapping[str, Any], *, now: float) -> str:
     """kubectl-describe-like text: identity and metadata first, then spec and status as indented YAML."""
+    from devplace.kubeapi import age, cell_text, instance_usage
+
     meta = obj.get("metadata") or {}
     created = _created(obj)
     when = NONE if created is None else f"{meta.get('creationTimestamp')} ({age(now - created)} ago)"

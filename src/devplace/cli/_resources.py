@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from devplace import errors
 from devplace.api import DEFAULT_NAMESPACE, KindInfo, json_tree, lookup, parse_documents, validated
@@ -39,14 +38,19 @@ from devplace.store import Applied, Store, open_store
 
 DEFAULT_STORE = "sqlite:///./devplace.db"
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+STORE_URLS = (
+    "Store URL: memory; sqlite:///REL/PATH (relative to the working directory) or sqlite:////ABS/PATH (four "
+    "slashes); etcd://HOST:PORT[,HOST:PORT...] (etcds:// for TLS); http(s)://HOST:PORT (a devplace server); "
+    "kube:// (a Kubernetes API server; kube:///KUBECONFIG?context=NAME)"
+)
+"""Every backend `open_store` takes, for the `--store` help of every command."""
 
 
 StoreOption = Annotated[
     str | None,
     typer.Option(
         "--store",
-        help="Store URL: sqlite:///PATH, memory, or http://HOST:PORT of a devplace server "
-        f"[default: $DEVPLACE_STORE or {DEFAULT_STORE}]",
+        help=f"{STORE_URLS} [default: $DEVPLACE_STORE or {DEFAULT_STORE}]",
         show_default=False,
     ),
 ]
@@ -324,6 +328,8 @@ def get(
             now, wide = SystemClock().now(), output_format == "wide"
             headers, rows = output.table(info.kind, items, namespaced=info.namespaced, now=now, wide=wide)
             if _is_tty():
+                from rich.console import Console
+
                 Console().print(output.rich_table(headers, rows))
             else:
                 typer.echo(output.plain_table(headers, rows))
@@ -355,6 +361,8 @@ async def _get_brokers(
     elif not items:
         typer.echo(f"No resources found{f' in {ns} namespace' if ns else ''}.", err=True)
     elif _is_tty():
+        from rich.console import Console
+
         Console().print(output.rich_table(output.BROKER_HEADERS, output.broker_rows(items)))
     else:
         typer.echo(output.plain_table(output.BROKER_HEADERS, output.broker_rows(items)))

@@ -21,6 +21,11 @@ address other than loopback without authentication, or with tokens but without T
 clear), unless told `--insecure`. `--kubeconfig-user NAME` puts NAME's first token from the tokens file into the
 written kubeconfig; over TLS the kubeconfig trusts `--client-ca-file` (one CA for both sides, as kubeadm sets it up),
 else the server's own certificate.
+
+`devplace wait-ready --server URL` returns once the server at URL answers (its store's revision, through the remote
+store, so tokens, client certificates and kubeconfig CAs apply as for any other command), or fails after `--timeout`
+seconds naming what the last try got. A script that starts `devplace server ... &` runs it before its first request:
+the server needs a second or two before it listens.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import os
 import signal
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -305,5 +311,45 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
+def wait_ready(
+    ctx: typer.Context,
+    server_url_option: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="The devplace server's URL, http(s)://HOST:PORT [default: the store, when it is an http(s) URL]",
+            show_default=False,
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait before failing", min=0.0, show_default=True)
+    ] = 30.0,
+) -> None:
+    """Wait until a devplace server answers (for scripts that start `devplace server ... &`)."""
+    url = server_url_option or store_url(ctx, None)
+    if not url.startswith(("http://", "https://")):
+        raise typer.BadParameter(f"{url!r} is not an http(s):// URL of a devplace server", param_hint="--server")
+
+    async def work() -> int:
+        deadline = time.monotonic() + timeout
+        pause = 0.05
+        st = open_cli_store(ctx, url)
+        try:
+            while True:
+                try:
+                    await st.revision()
+                    return 0
+                except errors.Unavailable as e:
+                    if time.monotonic() + pause > deadline:
+                        raise errors.Unavailable(f"{url} is not ready after {timeout:g} s: {e.message}") from e
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
+        finally:
+            await st.close()
+
+    run(work)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(server)
+    app.command("wait-ready")(wait_ready)

@@ -3,26 +3,28 @@
 A `group` broker strategy may name a ResourceClass instead of a Configuration (DESIGN.md section 5). Which Instances
 belong to a class is the scheduler's rule (section 6), so the matcher uses the scheduler's own pieces: the classes
 are resolved by `scheduler.classes.resolve_each` (nested classes included; a refused class matches nothing) and an
-Instance's attributes are `scheduler.devices.device_attributes` (its brokerProperties plus `Kind`, `configuration`
-and `node`; `Kind` needs the Instance's Configuration, which the controller's cache provides).
+Instance's attributes are `api.instance_properties` (its brokerProperties plus `Kind`, `configuration` and
+`node`; `Kind` needs the Instance's Configuration, which the controller's cache provides).
 
-It runs beside the controller (a fleet part of its own; `devplace controller` starts it first): an `Informer` over
-ResourceClasses under a `Supervisor`, synced before `start` returns, so the controller (started after it) decides its
-first pass with every class known. `bind(controller)` connects the two: the matcher reads Configurations from the
-controller's cache, and a class added, deleted or changed calls the controller's `classes_changed` (which reconciles
-group Configurations again): the controller does not watch classes itself.
+It runs beside the controller (a fleet part of its own; `devplace controller` starts it first): informers over
+ResourceClasses and Configurations under a `Supervisor`, synced before `start` returns, so the controller (started
+after it) decides its first pass with every class known. Both informers are views of the process's shared feeds
+(`store.InformerSet`): beside a controller, the Configurations are listed and watched once for both. `bind(controller)`
+connects the two: a class added, deleted or changed calls the controller's `classes_changed` (which reconciles group
+Configurations again): the controller does not watch classes itself.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from devplace import errors
+from devplace.api import instance_properties
 from devplace.clocks import Clock
 from devplace.controller import _inputs as inputs
-from devplace.scheduler import ResolvedClass, device_attributes, resolve_each
+from devplace.scheduler import ResolvedClass, resolve_each
 from devplace.store import Change, Informer, Store
 from devplace.supervisors import Supervisor
 
@@ -31,16 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ConfigurationOf = Callable[[str, str], Mapping[str, Any] | None]
-"""(namespace, name) -> a Configuration wire dict, or None when unknown."""
-
 
 def _spec(obj: dict[str, Any], previous: Any) -> Any:
     return obj.get("spec")
-
-
-def _no_configuration(namespace: str, name: str) -> Mapping[str, Any] | None:
-    return None
 
 
 class ClassMatcher:
@@ -49,25 +44,21 @@ class ClassMatcher:
     def __init__(self, store: Store, clock: Clock, *, name: str = "classes") -> None:
         self.supervisor = Supervisor(name, clock=clock)
         self.classes: Informer[Any] = Informer(store, "ResourceClass", _spec, name=f"{name} ResourceClasses")
-        self.configuration_of: ConfigurationOf = _no_configuration
+        self.configurations: Informer[dict[str, Any]] = Informer(store, "Configuration", name=f"{name} Configurations")
         self.on_change: list[Callable[[], None]] = []
         self._resolved: dict[str, ResolvedClass] | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
     def bind(self, controller: Controller) -> None:
-        """Read Configurations from `controller`'s cache and tell it when classes change (module docstring)."""
-
-        def configuration_of(namespace: str, name: str) -> dict[str, Any] | None:
-            found = controller.configurations.get(namespace, name)
-            return None if found is None else dict(found.wire)
-
-        self.configuration_of = configuration_of
+        """Tell `controller` when classes change (module docstring)."""
         self.on_change[:] = [controller.classes_changed]
 
     async def start(self) -> None:
         self._unsubscribe = self.classes.subscribe(self._on_class)
         self.supervisor.loop("informer", self.classes.run)
+        self.supervisor.loop("configurations", self.configurations.run)
         await self.classes.wait_synced()
+        await self.configurations.wait_synced()
 
     async def stop(self) -> None:
         if self._unsubscribe is not None:
@@ -76,7 +67,7 @@ class ClassMatcher:
         await self.supervisor.stop()
 
     def is_idle(self) -> bool:
-        return self.classes.synced.is_set() and self.supervisor.idle
+        return self.classes.synced.is_set() and self.configurations.synced.is_set() and self.supervisor.idle
 
     def _on_class(self, change: Change[Any]) -> None:
         if change.old is not None and change.new is not None and change.old == change.new:
@@ -96,8 +87,8 @@ class ClassMatcher:
         if cls is None:
             return False
         try:
-            attributes = device_attributes(
-                instance.wire, self.configuration_of(instance.namespace, instance.configuration)
+            attributes = instance_properties(
+                instance.wire, self.configurations.get(instance.namespace, instance.configuration)
             )
         except errors.Invalid as e:
             log.debug("Instance %s/%s matches no class: %s", instance.namespace, instance.name, e.message)

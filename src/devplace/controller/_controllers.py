@@ -37,7 +37,7 @@ from devplace.controller import _nodes as nodes
 from devplace.controller import _plans as plans
 from devplace.controller import _strategies as strategies
 from devplace.queues import WorkQueue
-from devplace.store import DELETE, Change, Delete, Informer, ObjKey, Store, Written, cas
+from devplace.store import DELETE, Change, Delete, EventRecorder, Informer, ObjKey, Store, Written, cas
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ class Controller:
         retry_after: float = 1.0,
         name: str = "controller",
         contention_clock: Clock | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         """`contention_clock` paces CAS retries after a lost race and loop restarts (default: `clock`); a simulation
         under a fake `clock` passes a real one, since nobody advances fake time for a retry."""
@@ -83,6 +84,8 @@ class Controller:
         self.class_matches = class_matches
         self.retry_after = retry_after
         self.supervisor = Supervisor(name, clock=self.contention_clock)
+        self.events = events
+        """Events on Configurations for users (`kubectl describe`): each broker created and deleted."""
         self.writes = 0
         self.passes = 0
         """Reconcile passes run (one Configuration each)."""
@@ -134,6 +137,8 @@ class Controller:
         for informer in self._informers:
             self.supervisor.loop(f"informer:{informer.name}", informer.run)
         self.supervisor.loop("reconcile", self._work)
+        if self.events is not None:
+            self.supervisor.loop("events", self.events.run)
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
@@ -143,7 +148,7 @@ class Controller:
 
     def is_idle(self) -> bool:
         """Synced, nothing dirty, no reconcile in flight, no timer due (timers may still be set for later)."""
-        return self._ready and self.queue.idle
+        return self._ready and self.queue.idle and (self.events is None or not self.events.pending)
 
     # -- events -> dirty keys ----------------------------------------------------------------------------------
 
@@ -304,6 +309,20 @@ class Controller:
             self.owned[kind].record(await self.store.get(kind, meta["name"], meta.get("namespace") or ""))
             return
         self._record_own(self.owned[kind], created)
+        self._tell(created, "SuccessfulCreate", "Created")
+
+    def _tell(self, broker: Mapping[str, Any], reason: str, verb: str) -> None:
+        """An Event on the Configuration that owns `broker`, as Kubernetes' controllers tell of what they create
+        ("Created pod: x"); never blocks."""
+        if self.events is None:
+            return
+        kind, _, name = plans.key_of(broker)
+        for namespace, configuration in _owner_key(broker):
+            facts = self.configurations.get(namespace, configuration)
+            regarding: dict[str, Any] = {"kind": "Configuration", "name": configuration, "namespace": namespace}
+            if facts is not None:
+                regarding |= {"apiVersion": facts.api_version, "uid": facts.uid}
+            self.events.emit(regarding, reason, f"{verb} {kind.lower()}: {name}")
 
     async def _update(self, stored: Mapping[str, Any], want: Mapping[str, Any]) -> None:
         kind, namespace, name = plans.key_of(stored)
@@ -336,6 +355,8 @@ class Controller:
             return
         self._count(written)
         self._record_own(informer, written.object, deleted=written.action == "deleted")
+        if written.action == "deleted":
+            self._tell(written.object, "SuccessfulDelete", "Deleted")
 
     async def _write_status(self, key: ObjKey, decision: decisions.Decision) -> None:
         cached = self.configurations.get(*key)

@@ -151,7 +151,8 @@ async def _bad_manifest(tour: Tour, store: Store) -> None:
         await store.create(BAD_MANIFEST)
     except errors.Invalid as e:
         paths = sorted({f.path for f in e.fields})
-        tour.say(f"error: Configuration default/Bad_Name: {e.message}")
+        named = " is invalid: " in e.message  # the API server's 422 names the object, as Kubernetes' does
+        tour.say(f"error: {e.message}" if named else f"error: Configuration default/Bad_Name: {e.message}")
         tour.expect(
             "metadata.name" in paths and "spec.capacity" in paths,
             f"{_http(e)} Invalid naming {', '.join(paths) or 'no field'}",

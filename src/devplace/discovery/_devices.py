@@ -3,6 +3,16 @@
 Plain frozen values, equal and hashable by content, so a stream consumer can compare a new full list with the last
 one and act only on the difference. `Device.properties` is stored as a `Properties` (an immutable mapping); any
 mapping passed in is copied, so a caller mutating its dict afterwards changes nothing.
+
+Reserved properties. Akri's protocol carries a device as id, properties, mounts and device nodes, nothing else; what
+else a handler must tell the agent travels as properties under names of ours, which the agent reads (they reach the
+Instance's brokerProperties like any property, so the cluster sees them) and never passes to a container as env:
+- `devplace.io/health`: `Healthy` or `Unhealthy` (absent: Healthy). The agent's ListAndWatch reports every device id of
+  an Unhealthy device Unhealthy to the kubelet; `devplace.io/health-reason` says why, for people.
+- `devplace.io/cdi-devices`: fully qualified CDI device names (`nvidia.com/gpu=GPU-...`), comma-separated, that
+  Allocate hands the kubelet in `cdi_devices`.
+`JOINED_ENVS` are env vars whose values from several devices of one container join with commas instead of the last
+one winning (NVIDIA's container runtime reads a list in `NVIDIA_VISIBLE_DEVICES`).
 """
 
 from __future__ import annotations
@@ -10,6 +20,25 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+HEALTH = "devplace.io/health"
+HEALTH_REASON = "devplace.io/health-reason"
+CDI_DEVICES = "devplace.io/cdi-devices"
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+RESERVED = frozenset({HEALTH, HEALTH_REASON, CDI_DEVICES})
+"""Properties the agent reads and never exports as container env vars."""
+JOINED_ENVS = frozenset({"NVIDIA_VISIBLE_DEVICES"})
+
+
+def device_healthy(properties: Mapping[str, str]) -> bool:
+    """Whether a device with these properties (or an Instance with these brokerProperties) is Healthy."""
+    return properties.get(HEALTH, HEALTHY) != UNHEALTHY
+
+
+def cdi_devices(properties: Mapping[str, str]) -> tuple[str, ...]:
+    """The CDI device names in `devplace.io/cdi-devices`, in order, blanks dropped."""
+    return tuple(x for x in (part.strip() for part in properties.get(CDI_DEVICES, "").split(",")) if x)
 
 
 class Properties(Mapping[str, str]):

@@ -7,7 +7,9 @@ Kubernetes' own API server does, over the kinds of `devplace.api`.
 - `managedfields`: server-side apply's field ownership;
 - `tables`: the columns of `kubectl get` (and of `devplace get`);
 - `crds`: CustomResourceDefinitions of devplace's kinds, for a real cluster;
-- `subresources`: which kinds serve `/status` and `/scale`.
+- `events`: Events' two views (`v1`, stored, and `events.k8s.io/v1`), converted field by field;
+- `subresources`: which kinds serve `/status` and `/scale`;
+- `versions`: the Kubernetes API level devplace serves, as `/version` answers it.
 
 Pure, no I/O: the server (`devplace.server`) and the CLI use these; the object model and the node agent never do.
 
@@ -21,6 +23,7 @@ from devplace.kubeapi._crds import (
     file_name,
     kustomization_yaml,
 )
+from devplace.kubeapi._events import EVENTS_V1, events_fields, events_view, stored_event
 from devplace.kubeapi._fieldtypes import root_of
 from devplace.kubeapi._gnostics import encode_document
 from devplace.kubeapi._managedfields import comparable, manager_name, recorded, same, updated_managed_fields
@@ -29,6 +32,7 @@ from devplace.kubeapi._openapis import (
     document_bytes,
     group_version_path,
     group_versions,
+    is_builtin,
     served,
     swagger,
     v3_document,
@@ -61,11 +65,14 @@ from devplace.kubeapi._tables import (
     strategy_of,
     table,
 )
+from devplace.kubeapi._versions import API_LEVEL, git_version, version_info
 
 __all__ = [
+    "API_LEVEL",
     "APPLY_PATCH",
     "BROKER_COUNTS",
     "DELETE_QUERY",
+    "EVENTS_V1",
     "JSON_PATCH",
     "LIST_QUERY",
     "MERGE_PATCH",
@@ -86,11 +93,15 @@ __all__ = [
     "custom_resource_definitions",
     "document_bytes",
     "encode_document",
+    "events_fields",
+    "events_view",
     "file_name",
+    "git_version",
     "group_version_path",
     "group_versions",
     "has_status",
     "instance_usage",
+    "is_builtin",
     "json_patch",
     "kustomization_yaml",
     "manager_name",
@@ -103,6 +114,7 @@ __all__ = [
     "scale_of",
     "served",
     "server_side_apply",
+    "stored_event",
     "strategic_merge",
     "strategy_of",
     "swagger",
@@ -111,6 +123,7 @@ __all__ = [
     "v3_document",
     "v3_hash",
     "v3_index",
+    "version_info",
     "with_scale",
     "with_status",
 ]

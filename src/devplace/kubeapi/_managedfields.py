@@ -18,7 +18,11 @@ Kubernetes' (structured-merge-diff):
 
 An update (POST, PUT, and PATCH of a type other than apply) gives its manager the fields it changed (added or
 modified leaves, and maps or items it created), takes them from every other manager, and removes the fields it removed
-from every manager (`updated_managed_fields`). The manager is the `fieldManager` parameter, else the User-Agent up to
+from every manager (`updated_managed_fields`). The record it starts from is the stored object's, unless the update
+writes `managedFields` itself, as Kubernetes lets a client (`requested_managers`): an empty list, or a list of one
+empty entry, resets them (no manager owns anything); a list whose entries decode replaces them (how kubectl moves
+client-side apply's fields to server-side apply); anything else keeps the stored record. A write to a subresource
+never writes them. The manager is the `fieldManager` parameter, else the User-Agent up to
 its first `/` (`kubectl-edit/v1.32 ...` -> `kubectl-edit`), as Kubernetes derives it. The entry's time moves only
 when the write changed something the manager now owns.
 
@@ -472,6 +476,31 @@ def without_identity(paths: Iterable[Path]) -> set[Path]:
     return {p for p in paths if p and p != (("f", "metadata"),)}
 
 
+def requested_managers(requested: Any) -> Managers | None:
+    """The record an update that writes `managedFields` starts from (module docstring): None to keep the stored one
+    (`requested` absent or null, or entries none of which decode), empty for a reset (`[]` or `[{}]`). An entry that
+    is not a `managedFields` entry is `Invalid` naming it."""
+    if requested is None:
+        return None
+    if not isinstance(requested, list):
+        raise errors.Invalid.field("metadata.managedFields", "must be a list of entries")
+    if requested == [] or requested == [{}]:
+        return {}
+    for i, entry in enumerate(requested):
+        where = f"metadata.managedFields[{i}]"
+        if not isinstance(entry, Mapping):
+            raise errors.Invalid.field(where, "must be an object")
+        if entry.get("operation") not in ("Apply", "Update"):
+            raise errors.Invalid.field(f"{where}.operation", "must be Apply or Update")
+        if entry.get("fieldsType", "FieldsV1") != "FieldsV1":
+            raise errors.Invalid.field(f"{where}.fieldsType", "must be FieldsV1")
+        if not isinstance(entry.get("manager", ""), str):
+            raise errors.Invalid.field(f"{where}.manager", "must be a string")
+        decode_fields(entry.get("fieldsV1") or {})  # Invalid naming fieldsV1 when it is not a field set
+    managers = managers_of({"metadata": {"managedFields": requested}})
+    return managers if any(m.decoded() for m in managers.values()) else None
+
+
 def updated_managed_fields(
     old: Mapping[str, Any] | None,
     new: Mapping[str, Any],
@@ -481,16 +510,20 @@ def updated_managed_fields(
     now: float,
     root: str | None,
     subresource: str = "",
+    requested: Any = None,
 ) -> list[dict[str, Any]]:
     """`new`'s `managedFields` after an update by `manager` that turned `old` (None: a create) into `new`.
 
-    `old`'s entries are the record (whatever `new` carries in `metadata.managedFields` is ignored: the server owns
-    them): the manager gains what the write changed, every other manager loses it, and what the write removed is
-    nobody's any more."""
+    The record is `old`'s entries, or those the update writes (`requested`, the body's `metadata.managedFields`,
+    never for a subresource: `requested_managers`): the manager gains what the write changed, every other manager
+    loses it, and what the write removed is nobody's any more."""
     diff = compare(comparable(old), comparable(new), root)
     changed = without_identity(diff.changed)
     removed = without_identity(diff.removed)
-    managers = managers_of(old, touching=changed | removed)
+    if requested is not None and same(requested, ((old or {}).get("metadata") or {}).get("managedFields")):
+        requested = None  # what was read, sent back (kubectl replace, edit): the stored record, decoded lazily
+    given = None if subresource else requested_managers(requested)
+    managers = managers_of(old, touching=changed | removed) if given is None else given
     for other in managers.values():
         if other.raw is None:
             other.fields -= changed
@@ -512,9 +545,10 @@ def recorded(
     api_version: str,
     now: float,
     subresource: str = "",
+    requested: Any = None,
 ) -> dict[str, Any]:
     """`new` with the `managedFields` an update by `manager` from `old` (None: a create) leaves it
-    (`updated_managed_fields`; none left: the field is dropped)."""
+    (`updated_managed_fields`, `requested` the body's own `managedFields`; none left: the field is dropped)."""
     entries = updated_managed_fields(
         old,
         new,
@@ -523,6 +557,7 @@ def recorded(
         now=now,
         root=fieldtypes.root_of(str(new.get("kind") or "")),
         subresource=subresource,
+        requested=requested,
     )
     meta = dict(new.get("metadata") or {})
     if entries:

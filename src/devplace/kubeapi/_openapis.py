@@ -242,6 +242,10 @@ _STANDARD_DOCS = {
 # -- served kinds -----------------------------------------------------------------------------------------------
 
 
+K8S_IO = ".k8s.io"
+"""The domain of Kubernetes' own named groups (rbac.authorization.k8s.io, events.k8s.io, ...)."""
+
+
 @dataclass(frozen=True)
 class Served:
     """One kind at one of its group/versions (`group` is "" for the core group)."""
@@ -264,7 +268,14 @@ class Served:
 
     @property
     def builtin(self) -> bool:
-        return "." not in self.group
+        return is_builtin(self.api_version)
+
+
+def is_builtin(api_version: str) -> bool:
+    """Whether a group/version is Kubernetes' own: the core group, groups without a domain (apps, batch) and the
+    `*.k8s.io` groups; every other is a custom resource's (devplace.io, akri.sh)."""
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(K8S_IO)
 
 
 def _split(api_version: str) -> tuple[str, str]:
@@ -278,6 +289,8 @@ def definition_name(group: str, version: str, kind: str) -> str:
         return f"io.k8s.api.core.{version}.{kind}"
     if "." not in group:  # Kubernetes' own groups without a domain: apps, batch, autoscaling, policy
         return f"io.k8s.api.{group}.{version}.{kind}"
+    if group.endswith(K8S_IO):  # rbac.authorization.k8s.io -> io.k8s.api.rbac, events.k8s.io -> io.k8s.api.events
+        return f"io.k8s.api.{group.split('.', 1)[0]}.{version}.{kind}"
     return ".".join(reversed(group.split("."))) + f".{version}.{kind}"
 
 

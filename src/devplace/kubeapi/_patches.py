@@ -19,6 +19,14 @@
   its owner, unless `force`, which takes the fields over. Fields the manager applied before and no longer applies are
   removed, unless another manager owns them (or something below them). Applying to no object creates it. An object no
   manager has touched yet is treated as owned by `before-first-apply`, as in Kubernetes.
+  From client-side apply to server-side apply (Kubernetes' last-applied manager and updater, for the manager
+  `kubectl` only, as there): `kubectl apply` (client-side) records the configuration it applied in the annotation
+  `kubectl.kubernetes.io/last-applied-configuration` and owns its fields as `kubectl-client-side-apply`. When an
+  apply by `kubectl` conflicts only on fields the annotation holds with the values the object still has (what the
+  user applied before, client-side), it takes them over as if forced; any other conflict stays a conflict. After an
+  apply by `kubectl`, an object that has the annotation gets it rewritten to the configuration just applied, so a
+  later client-side `kubectl apply` diffs against it (kubectl then moves the client-side managers' fields to
+  `kubectl` itself, with a JSON patch of `managedFields`).
 
 `patch_type` maps a Content-Type to one of these, or refuses it with `UnsupportedMediaType` and Kubernetes' message.
 Nothing here does I/O or reads a clock: the server passes the time and runs each patch inside a compare-and-swap.
@@ -55,6 +63,13 @@ MAX_JSON_PATCH_OPERATIONS = 10_000
 """Kubernetes' limit on the operations of one JSON patch."""
 
 BEFORE_FIRST_APPLY = "before-first-apply"
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+"""The annotation client-side `kubectl apply` keeps its applied configuration in."""
+
+UPGRADING_MANAGER = "kubectl"
+"""The one manager whose applies take over client-side apply's fields and keep `LAST_APPLIED` in step (Kubernetes'
+rule: another manager opts out)."""
 
 _MISSING: Any = object()
 
@@ -527,6 +542,13 @@ def server_side_apply(
     merged = _apply_merge(current, wanted, Facts(type=root or ""))
     changed = managedfields.without_identity(managedfields.compare(current, merged, root).changed)
     conflicts = {k: m.fields & changed for k, m in managers.items() if k != key and m.fields & changed}
+    if conflicts and not force and manager == UPGRADING_MANAGER:
+        allowed = last_applied_fields(live, api_version, root)
+        if all(paths <= allowed for paths in conflicts.values()):
+            force = True  # only what the user applied client-side: taken over (module docstring)
+        else:
+            refused = {k: paths - allowed for k, paths in conflicts.items() if paths - allowed}
+            raise _conflict_error([(managers[k], paths) for k, paths in refused.items()])
     if conflicts and not force:
         raise _conflict_error([(managers[k], paths) for k, paths in conflicts.items()])
     for k, paths in conflicts.items():
@@ -537,10 +559,63 @@ def server_side_apply(
     removed = managedfields.without_identity(managedfields.compare(current, pruned, root).removed)
     for other in managers.values():
         other.fields -= removed
+    if manager == UPGRADING_MANAGER and _last_applied(live) is not None:
+        pruned = _with_last_applied(pruned, config)
     unchanged = previous is not None and same(current, pruned)
     time = previous.time if unchanged and previous is not None else stamp
     managers[key] = Manager(manager, "Apply", api_version, time, set(applied), subresource)
     return _assembled(pruned, config, live, list(managers.values()))
+
+
+def _last_applied(obj: Mapping[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    value = annotations.get(LAST_APPLIED) if isinstance(annotations, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
+def last_applied_fields(live: Mapping[str, Any], api_version: str, root: str | None) -> set[Path]:
+    """The fields of `live`'s last-applied configuration that `live` still holds as applied (Kubernetes'
+    `allowedConflictsFromLastApplied`): none when there is no annotation, it does not decode, or it was applied at
+    another apiVersion; else its field set less what differs from `live` (modified, added or removed)."""
+    text = _last_applied(live)
+    if text is None:
+        return set()
+    try:
+        last = json.loads(text)
+    except ValueError:
+        return set()
+    if not isinstance(last, Mapping) or last.get("apiVersion") != api_version:
+        return set()
+    then, now = managedfields.comparable(last), managedfields.comparable(live)
+    try:
+        held = managedfields.without_identity(managedfields.field_set(then, root))
+    except errors.Invalid:
+        return set()
+    diff = managedfields.compare(then, now, root)
+    return held - diff.modified - diff.added - diff.removed
+
+
+def last_applied_text(config: Mapping[str, Any]) -> str:
+    """The annotation's value for an applied configuration: its JSON without the annotation itself, keys sorted, as
+    kubectl and Kubernetes write it (with the newline Go's JSON encoder ends it with)."""
+    body = copy.deepcopy(dict(config))
+    meta = body.get("metadata")
+    if isinstance(meta, dict):
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict):
+            annotations.pop(LAST_APPLIED, None)
+            if not annotations:
+                meta.pop("annotations")
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def _with_last_applied(body: Any, config: Mapping[str, Any]) -> Any:
+    """`body` (an applied object's fields) with `LAST_APPLIED` set to `config` (Kubernetes' last-applied updater)."""
+    out = dict(body) if isinstance(body, Mapping) else {}
+    meta = dict(out.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), LAST_APPLIED: last_applied_text(config)}
+    out["metadata"] = meta
+    return out
 
 
 def _assembled(

@@ -366,12 +366,32 @@ def _ratio(done: tuple[str, ...], want: tuple[str, ...], default_want: int = 1) 
     return get
 
 
+def _role_ref(obj: Mapping[str, Any]) -> Cell:
+    kind, name = _dig(obj, "roleRef", "kind"), _dig(obj, "roleRef", "name")
+    return f"{kind}/{name}" if kind and name else None
+
+
 def _data_count(obj: Mapping[str, Any], now: float) -> Cell:
     count = 0
     for field in ("data", "binaryData", "stringData"):
         value = obj.get(field)
         count += len(value) if isinstance(value, Mapping) else 0
     return count
+
+
+def _claim_state(obj: Mapping[str, Any]) -> str:
+    """Kubernetes' STATE of a ResourceClaim: `pending`, else `allocated` and `reserved` as they hold, `deleted`
+    while it is being deleted, joined by commas."""
+    raw = obj.get("status")
+    status: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    states = []
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        states.append("deleted")
+    if status.get("allocation") is not None:  # set, even if empty, is allocated (Kubernetes: a non-nil pointer)
+        states.append("allocated")
+        if status.get("reservedFor"):
+            states.append("reserved")
+    return ",".join(states) or "pending"
 
 
 _NAME = Column(
@@ -429,6 +449,20 @@ _KIND_COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
         ],
         [_wide(Column("Selector", _class_selector, description="The resource selector."))],
     ),
+    # DRA (resource.k8s.io/v1): Kubernetes' own columns (pkg/printers/internalversion); DeviceClass and
+    # ResourceClaimTemplate have Name and Age only.
+    "ResourceSlice": (
+        [
+            Column("Node", _at("spec", "nodeName"), description="The node the slice's devices are local to."),
+            Column("Driver", _at("spec", "driver"), description="The DRA driver."),
+            Column("Pool", _at("spec", "pool", "name"), description="The device pool."),
+        ],
+        [],
+    ),
+    "ResourceClaim": (
+        [Column("State", lambda obj, now: _claim_state(obj), description="pending, allocated, reserved, deleted.")],
+        [],
+    ),
     "Node": (
         [
             Column("Status", _node_status, description="The node's Ready condition."),
@@ -470,6 +504,12 @@ _KIND_COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
         [_wide(Column("Selector", _at("spec", "selector"), description="The labels of the pods it selects."))],
     ),
     "ConfigMap": ([Column("Data", _data_count, "integer", description="Number of keys.")], []),
+    "Namespace": (
+        [Column("Status", _at("status", "phase", default="Active"), description="Active or Terminating.")],
+        [],
+    ),
+    "RoleBinding": ([Column("Role", lambda o, now: _role_ref(o), description="The role it binds.")], []),
+    "ClusterRoleBinding": ([Column("Role", lambda o, now: _role_ref(o), description="The role it binds.")], []),
     "Secret": (
         [
             Column("Type", _at("type", default="Opaque"), description="The secret type."),
@@ -499,9 +539,53 @@ _KIND_COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
 }
 
 
+def _event_last_seen(obj: Mapping[str, Any], now: float) -> Cell:
+    for path in (("series", "lastObservedTime"), ("lastTimestamp",), ("eventTime",), ("firstTimestamp",)):
+        seen = _timestamp(_dig(obj, *path))
+        if seen is not None:
+            return age(now - seen)
+    return None
+
+
+def _event_object(obj: Mapping[str, Any], now: float) -> Cell:
+    kind, name = _dig(obj, "involvedObject", "kind"), _dig(obj, "involvedObject", "name")
+    return f"{str(kind).lower()}/{name}" if kind and name else _scalar(name)
+
+
+def _event_source(obj: Mapping[str, Any], now: float) -> Cell:
+    component = _dig(obj, "source", "component") or _dig(obj, "reportingComponent")
+    host = _dig(obj, "source", "host")
+    return None if not component else f"{component}, {host}" if host else str(component)
+
+
+def _event_count(obj: Mapping[str, Any], now: float) -> Cell:
+    count = _dig(obj, "series", "count") or _dig(obj, "count")
+    return count if isinstance(count, int) and not isinstance(count, bool) else 1
+
+
+_OWN_LAYOUT: dict[str, list[Column]] = {
+    "Event": [
+        Column("Last Seen", _event_last_seen, description="When the event was last seen."),
+        Column("Type", _at("type"), description="Normal or Warning."),
+        Column("Reason", _at("reason"), description="Why the event was emitted."),
+        Column("Object", _event_object, description="The object the event is about."),
+        _wide(Column("Subobject", _at("involvedObject", "fieldPath"), description="The part of the object.")),
+        _wide(Column("Source", _event_source, description="Who emitted the event.")),
+        Column("Message", _at("message"), description="What happened."),
+        _wide(Column("First Seen", _since(("firstTimestamp",), ("none",)), description="When first seen.")),
+        _wide(Column("Count", _event_count, "integer", description="How many times it happened.")),
+        _wide(Column("Name", _at("metadata", "name"), description="The event's name.")),
+    ],
+}
+"""Kinds whose table is not Name, own columns, Age (kubectl's Events start with Last Seen, as Kubernetes has them)."""
+
+
 def columns(kind: str, *, wide: bool = True) -> list[Column]:
-    """The columns of `kind` in kubectl's order: Name, the kind's own, Age, more of its own; without `wide`, only
-    those of priority 0."""
+    """The columns of `kind` in kubectl's order: Name, the kind's own, Age, more of its own (or the kind's own
+    layout, `_OWN_LAYOUT`); without `wide`, only those of priority 0."""
+    own = _OWN_LAYOUT.get(kind)
+    if own is not None:
+        return [c for c in own if wide or c.priority == 0]
     before, after = _KIND_COLUMNS.get(kind, ([], []))
     return [_NAME, *before, _AGE, *(c for c in after if wide or c.priority == 0)]
 

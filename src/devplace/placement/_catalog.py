@@ -281,6 +281,18 @@ class Catalog:
         await self.read(level.parent, parent_path)
         return [view(o) for o in await self.children(level, level.parent.store_name(parent_path))]
 
+    async def app_intent_spec(self, gpi_path: tuple[str, ...], app: str) -> Obj:
+        """EMCO's `app-intents/?app=NAME`: the `spec` (as sent) of the first app intent, in name order, that places
+        `app`, or EMCO's empty answer `{"intent": {}}` when none does (404 when the placement intent is missing)."""
+        level = levels.GENERIC_APP_INTENT
+        await self.read(levels.GENERIC_PLACEMENT_INTENT, gpi_path)
+        for obj in await self.children(level, levels.GENERIC_PLACEMENT_INTENT.store_name(gpi_path)):
+            stored = typed(level, GenericAppIntentBody, obj)
+            if stored is not None and stored.body.spec.app == app:
+                spec: Obj = view(obj)["spec"]
+                return spec
+        return {"intent": {}}
+
     async def delete_all(self, level: Level, parent_path: tuple[str, ...]) -> None:
         """Collection DELETE (EMCO deletes every member): refused, deleting nothing, while any member has children;
         otherwise each is deleted as by `delete` (a member written meanwhile stops it with that member's error)."""
@@ -422,7 +434,7 @@ class Catalog:
         try:
             stored = await self.store.create(wire)
         except errors.AlreadyExists:
-            raise errors.AlreadyExists(f"{level.describe(path)} already exists") from None
+            raise errors.AlreadyExists(level.exists or f"{level.describe(path)} already exists") from None
         try:
             await self._touch_parents(level, path)
         except errors.NotFound as e:

@@ -33,6 +33,11 @@ Obj = dict[str, Any]
 Change = Callable[[Obj, str, str], Obj]
 
 
+LABEL_EXISTS = "Cluster Label already exists"
+"""EMCO's answer to a label the cluster has already, word for word (another value for the key is devplace's own case:
+EMCO labels have no values)."""
+
+
 def labels_of(cluster: Obj) -> dict[str, str]:
     """The labels of a stored cluster (`spec.labels`; a cluster stored before they were kept there: its body's)."""
     kept = cluster["spec"].get("labels")
@@ -61,9 +66,9 @@ def label_added(cluster: Obj, text: str, where: str) -> Obj:
     key, value = split_cluster_label(text)
     if key in labels:
         held = cluster_label_text(key, labels[key])
-        raise errors.AlreadyExists(
-            f'{where} already has label "{held}"' if held == text else f'{where} already has label "{held}" for {key}'
-        )
+        if held == text:
+            raise errors.AlreadyExists(LABEL_EXISTS)
+        raise errors.AlreadyExists(f'{where} already has label "{held}" for {key}')
     labels[key] = value or ""
     return _with_labels(cluster, labels)
 

@@ -6,7 +6,8 @@ deployment intent group (a composite app is identified by name and version). EMC
 hierarchy must be part of the key, so a stored object's `metadata.name` is `Level.store_name(path)`: a readable
 sanitised prefix of the leaf name plus a 20-hex blake2b digest of the kind and the full EMCO path (at most 61
 characters, hence also a valid label value). Each level names its body model (`bodies`, `consumers`,
-`requirements`); the stored kinds (`kinds`) are made from the levels.
+`requirements`); the stored kinds (`kinds`) are made from the levels. Each level also keeps what EMCO answers about it
+word for word: its duplicate text (`exists`, the 409's message) and the query parameter its collection is looked up by.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ class Level:
     params: tuple[str, ...]
     parent: Level | None
     body: type[EmcoBody]
+    exists: str = ""
+    """EMCO's answer to a duplicate (409), word for word: `Project already exists`."""
+    query: str | None = None
+    """EMCO's look-up query parameter on the collection (`hpa-intents?intent=NAME`), if it has one."""
 
     @property
     def chain(self) -> tuple[Level, ...]:
@@ -133,11 +138,17 @@ class FleetPath:
         return FleetPath(level, self.names[: len(level.all_params)])
 
 
-PROJECT = Level("Project", "project", "projects", ("project",), None, ProjectBody)
+PROJECT = Level("Project", "project", "projects", ("project",), None, ProjectBody, exists="Project already exists")
 COMPOSITE_APP = Level(
-    "CompositeApp", "composite app", "composite-apps", ("compositeApp", "version"), PROJECT, CompositeAppBody
+    "CompositeApp",
+    "composite app",
+    "composite-apps",
+    ("compositeApp", "version"),
+    PROJECT,
+    CompositeAppBody,
+    exists="CompositeApp already exists",
 )
-APP = Level("App", "app", "apps", ("app",), COMPOSITE_APP, AppBody)
+APP = Level("App", "app", "apps", ("app",), COMPOSITE_APP, AppBody, exists="App already exists")
 DEPLOYMENT_INTENT_GROUP = Level(
     "DeploymentIntentGroup",
     "deployment intent group",
@@ -145,6 +156,7 @@ DEPLOYMENT_INTENT_GROUP = Level(
     ("deploymentIntentGroup",),
     COMPOSITE_APP,
     DeploymentIntentGroupBody,
+    exists="DeploymentIntent already exists",  # sic: EMCO's text for a deployment intent group
 )
 GENERIC_PLACEMENT_INTENT = Level(
     "GenericPlacementIntent",
@@ -153,6 +165,7 @@ GENERIC_PLACEMENT_INTENT = Level(
     ("genericPlacementIntent",),
     DEPLOYMENT_INTENT_GROUP,
     GenericPlacementIntentBody,
+    exists="Intent already exists",
 )
 GENERIC_APP_INTENT = Level(
     "GenericPlacementAppIntent",
@@ -161,10 +174,28 @@ GENERIC_APP_INTENT = Level(
     ("appIntent",),
     GENERIC_PLACEMENT_INTENT,
     GenericAppIntentBody,
+    exists="AppIntent already exists",
+    query="app",
 )
-HPA_INTENT = Level("HpaIntent", "hpa intent", "hpa-intents", ("hpaIntent",), DEPLOYMENT_INTENT_GROUP, HpaIntentBody)
+HPA_INTENT = Level(
+    "HpaIntent",
+    "hpa intent",
+    "hpa-intents",
+    ("hpaIntent",),
+    DEPLOYMENT_INTENT_GROUP,
+    HpaIntentBody,
+    exists="Intent already exists",
+    query="intent",
+)
 HPA_CONSUMER = Level(
-    "HpaResourceConsumer", "hpa resource consumer", "hpa-resource-consumers", ("consumer",), HPA_INTENT, HpaConsumerBody
+    "HpaResourceConsumer",
+    "hpa resource consumer",
+    "hpa-resource-consumers",
+    ("consumer",),
+    HPA_INTENT,
+    HpaConsumerBody,
+    exists="Consumer already exists",
+    query="consumer",
 )
 HPA_REQUIREMENT = Level(
     "HpaResourceRequirement",
@@ -173,6 +204,8 @@ HPA_REQUIREMENT = Level(
     ("requirement",),
     HPA_CONSUMER,
     HpaRequirementBody,
+    exists="Resource already exists",
+    query="resource",
 )
 DEPLOYMENT_INTENT = Level(
     "DeploymentIntent",
@@ -181,11 +214,20 @@ DEPLOYMENT_INTENT = Level(
     ("deploymentIntent",),
     DEPLOYMENT_INTENT_GROUP,
     DeploymentIntentBody,
+    exists="Intent already exists",
 )
 CLUSTER_PROVIDER = Level(
-    "ClusterProvider", "cluster provider", "cluster-providers", ("clusterProvider",), None, ClusterProviderBody
+    "ClusterProvider",
+    "cluster provider",
+    "cluster-providers",
+    ("clusterProvider",),
+    None,
+    ClusterProviderBody,
+    exists="ClusterProvider already exists",
 )
-CLUSTER = Level("Cluster", "cluster", "clusters", ("cluster",), CLUSTER_PROVIDER, ClusterBody)
+CLUSTER = Level(
+    "Cluster", "cluster", "clusters", ("cluster",), CLUSTER_PROVIDER, ClusterBody, exists="Cluster already exists"
+)
 
 LEVELS: tuple[Level, ...] = (
     PROJECT,

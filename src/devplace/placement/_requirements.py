@@ -3,7 +3,8 @@
 Two dialects of one body, told apart by shape:
 
 - seed 004's flat `spec{mandatory, weight, allocatable, name, requests, limits, units | value}`;
-- EMCO's `spec{allocatable, mandatory, weight, resource: {name, requests, limits, units} | {key, value}}`.
+- EMCO's `spec{allocatable, mandatory, weight, resource: {name, requests, limits, units} | {key, value}}`, where, as in
+  EMCO, a label's `value` may not be empty.
 
 Allocatable amounts (`requirement_quantities`) are exact Kubernetes quantities. A bare number takes its unit from
 `units`, defaulting to MB (10^6 bytes, the seed's default) for memory and to whole units otherwise (cores for cpu);
@@ -181,6 +182,10 @@ class EmcoRequirementBody(HpaRequirementBody):
             )
         else:
             assert isinstance(resource, LabelResource)
+            if not resource.value:
+                # EMCO re-encodes the body with `omitempty` before its schema check, so an empty value is a missing
+                # one: 400 (JsonSchemaValidation). A node label's value may be "" in Kubernetes; not in EMCO's body.
+                raise errors.Invalid.field("spec.resource.value", "required: EMCO refuses an empty label value")
             need = Need(
                 resource.key,
                 s.mandatory,

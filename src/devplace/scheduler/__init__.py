@@ -8,7 +8,12 @@ Pure:
 - `selection`: the device choice, for one pod or a batch (`flows`: the max-flow core);
 - `classes`: resource classes: parsing, nested classes, pod requests, binding annotations, class status;
 - `devices`, `nodes`, `pods`: Instances, Nodes and Pods as the scheduler sees them;
+- `taints`: node taints (with the lifecycle taints a Node's conditions stand for) and pod tolerations, matched as
+  Kubernetes does;
 - `assumptions`: what has been decided but the snapshot does not show yet;
+- `allocations`: DRA structured allocation for one pod on one node (claims, devices, a bounded search that is exact
+  and polynomial for the common shapes), over a per-cycle `Snapshot` of slices, classes and allocated claims;
+- `claims`: DRA inputs parsed once: ResourceSlices into pools, DeviceClasses, ResourceClaims, what other claims hold;
 - `admissions`: the rules a write must pass that need what is already stored (Kubernetes' admission).
 
 Shell: `schedulers` (`Scheduler`): informers in, one event-driven decision queue, CAS writes out.
@@ -19,7 +24,6 @@ One door: every module here is private; this face is what the package promises (
 from devplace.scheduler._admissions import ADMISSION, admit_update, admit_write
 from devplace.scheduler._classes import ANNOTATION_PREFIX, RESOURCE_PREFIX, ResolvedClass, Strategy, resolve_each
 from devplace.scheduler._decisions import NodeVerdict
-from devplace.scheduler._devices import device_attributes
 from devplace.scheduler._nodes import availability_message
 from devplace.scheduler._schedulers import POD_SCHEDULED, Scheduler
 
@@ -35,6 +39,5 @@ __all__ = [
     "admit_update",
     "admit_write",
     "availability_message",
-    "device_attributes",
     "resolve_each",
 ]

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from devplace import errors
-from devplace.api import ResourceClass
+from devplace.api import ResourceClass, update_problems
 from devplace.scheduler._classes import resolve_each
 from devplace.store import Admission, Store
 
@@ -38,6 +38,9 @@ def admit_update(current: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """Refuse replacing `current` by `new` when a rule forbids it (module docstring); pure."""
     if new.get("kind") == "ResourceClass" and _spec(current) != _spec(new):
         raise errors.Invalid.field("spec", "field is immutable")
+    found = list(update_problems(current, new))  # the DRA kinds' immutable fields (api.dra)
+    if found:
+        raise errors.Invalid("; ".join(str(f) for f in found), found)
 
 
 async def admit_create(store: Store, new: Mapping[str, Any]) -> None:
@@ -58,7 +61,7 @@ async def admit_write(store: Store, obj: Mapping[str, Any], *, creating: bool) -
     if creating:
         await admit_create(store, obj)
         return
-    if obj.get("kind") != "ResourceClass":
+    if obj.get("kind") not in ("ResourceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"):
         return
     meta = obj["metadata"]
     try:

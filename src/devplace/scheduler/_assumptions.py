@@ -13,9 +13,10 @@ No I/O; a small class with explicit methods, mutated only through them:
 Forgetting devices early could double-book a slot between the binding and Allocate; forgetting late only under-uses.
 
 Reads are what the hot paths need, each O(1): `node(base)` the effective NodeInfo (cached per node while its base
-object is unchanged), `taken` per device, and `lost(index, node)`: per class, how many of the node's matching devices
-the assumptions have emptied, kept incrementally for the index it was last asked about (a new index, from a new
-snapshot, rebuilds it from `taken`: O(assumed devices x nodes x classes)).
+object is unchanged), `taken` per device, `taken_on(node)` per device for the pods assumed on that node, and
+`lost(index, node)`: per class, how many of the node's matching devices the assumptions have emptied, kept
+incrementally for the index it was last asked about (a new index, from a new snapshot, rebuilds it from `taken`:
+O(assumed devices x nodes x classes)).
 
 Generations, for decisions that remember per-node verdicts (`decisions.Memo`): `generations[node]` changes whenever
 an assumption changes what the node offers (its requests, or the slots of a device it sees); `epoch` changes when a
@@ -48,12 +49,24 @@ class AssumedPod:
 class Assumed:
     """Decided pods not yet reflected in the snapshot (see the module docstring)."""
 
-    __slots__ = ("_effective", "_extra", "_generations", "_lost", "_lost_index", "_pods", "_taken", "_tick", "epoch")
+    __slots__ = (
+        "_effective",
+        "_extra",
+        "_generations",
+        "_lost",
+        "_lost_index",
+        "_pods",
+        "_taken",
+        "_taken_at",
+        "_tick",
+        "epoch",
+    )
 
     def __init__(self) -> None:
         self._pods: dict[str, AssumedPod] = {}
         self._extra: dict[str, Resources] = {}
         self._taken: dict[str, int] = {}
+        self._taken_at: dict[str, dict[str, int]] = {}
         self._effective: dict[str, tuple[NodeInfo, NodeInfo]] = {}
         self._lost: dict[str, dict[str, int]] = {}
         self._lost_index: DeviceIndex | None = None
@@ -86,6 +99,10 @@ class Assumed:
         """Slots promised to assumed pods, per device."""
         return self._taken
 
+    def taken_on(self, node: str) -> Mapping[str, int]:
+        """Slots promised to the pods assumed on `node`, per device."""
+        return self._taken_at.get(node, _EMPTY)
+
     def assume(self, pod: PodInfo, node: str, slots: Mapping[str, int], index: DeviceIndex | None = None) -> None:
         """Record a decision. Assuming a pod twice replaces the first record."""
         if pod.key in self._pods:
@@ -95,6 +112,8 @@ class Assumed:
         self._add_node(node, pod.requests)
         for device, n in slots.items():
             self._take(device, n, index)
+        if slots:
+            self._take_at(node, slots, 1)
 
     def observed_bound(self, key: str) -> None:
         """The snapshot now counts the pod on its node: stop adding its requests there (devices stay assumed)."""
@@ -115,6 +134,8 @@ class Assumed:
             self._add_node(record.node, Resources() - record.requests)
         for device, n in record.slots.items():
             self._take(device, -n, self._lost_index)
+        if record.slots:
+            self._take_at(record.node, record.slots, -1)
 
     def node(self, base: NodeInfo) -> NodeInfo:
         """`base` with the requests of the pods assumed on it added."""
@@ -124,7 +145,9 @@ class Assumed:
         cached = self._effective.get(base.name)
         if cached is not None and cached[0] is base:
             return cached[1]
-        effective = NodeInfo(base.name, base.labels, base.allocatable, base.requested + extra, base.unschedulable)
+        effective = NodeInfo(
+            base.name, base.labels, base.allocatable, base.requested + extra, base.unschedulable, base.taints
+        )
         self._effective[base.name] = (base, effective)
         return effective
 
@@ -151,6 +174,17 @@ class Assumed:
         self._effective.pop(node, None)
         self._tick += 1
         self._generations[node] = self._tick
+
+    def _take_at(self, node: str, slots: Mapping[str, int], sign: int) -> None:
+        mine = self._taken_at.setdefault(node, {})
+        for device, n in slots.items():
+            after = mine.get(device, 0) + sign * n
+            if after:
+                mine[device] = after
+            else:
+                mine.pop(device, None)
+        if not mine:
+            del self._taken_at[node]
 
     def _take(self, device: str, n: int, index: DeviceIndex | None) -> None:
         before = self._taken.get(device, 0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from devplace.scheduler._assumptions import Assumed
@@ -33,6 +34,7 @@ from devplace.scheduler._nodes import NodeInfo, availability_message
 from devplace.scheduler._pods import PodInfo, pending_order
 from devplace.scheduler._scores import DEFAULT_SCORES, NodeScore, Score
 from devplace.scheduler._selection import DeviceIndex, Pick, Refusal, select_devices
+from devplace.scheduler._taints import NO_SCHEDULE
 
 MIN_FEASIBLE_NODES = 100
 
@@ -69,6 +71,15 @@ class Snapshot:
         cls, nodes: Iterable[NodeInfo], devices: Iterable[Device], classes: Mapping[str, ResolvedClass]
     ) -> Snapshot:
         return cls(tuple(sorted(nodes, key=lambda n: n.name)), DeviceIndex(devices, classes), dict(classes))
+
+    @cached_property
+    def taint_effects(self) -> frozenset[str]:
+        """The effects of every node's taints, NoSchedule too where a node is cordoned (assumptions never change
+        either): what the taint plugins need to look at."""
+        effects = {taint.effect for node in self.nodes for taint in node.taints}
+        if any(node.unschedulable for node in self.nodes):
+            effects.add(NO_SCHEDULE)
+        return frozenset(effects)
 
 
 @dataclass(frozen=True)
@@ -130,10 +141,10 @@ class Memo:
     A verdict (the reason a node is refused, or None) and a score depend only on the pod's asks and the node's state;
     the node's state changes only through `Assumed` during a burst, which bumps the node's generation when it does.
     So an entry made at generation g is exact while the node is still at g, and identical pods (same requests,
-    classes, selectors and strategies) re-evaluate only the nodes earlier decisions changed: with pods mostly alike,
-    a decision costs O(nodes in the sample) dictionary reads instead of O(nodes x filters + feasible x scores) calls.
-    Tied to one (cluster, assumed, config, epoch); anything else starts afresh. Decisions are identical with or
-    without it.
+    classes, selectors, tolerations and strategies) re-evaluate only the nodes earlier decisions changed: with pods
+    mostly alike, a decision costs O(nodes in the sample) dictionary reads instead of O(nodes x filters + feasible x
+    scores) calls. Tied to one (cluster, assumed, config, epoch); anything else starts afresh. Decisions are identical
+    with or without it.
     """
 
     __slots__ = ("_assumed", "_cluster", "_config", "_epoch", "_tables")
@@ -161,6 +172,7 @@ class Memo:
             tuple(sorted(pod.classes.items())),
             tuple(sorted(pod.node_selector.items())),
             pod.affinity,
+            pod.tolerations,
             tuple(sorted(strategies.items())),
         )
         table = self._tables.get(key)
@@ -182,7 +194,7 @@ def schedule_one(
     if missing:
         return Unschedulable(pod.key, f'resource class "{missing[0]}" not found', (), start)
     strategies = {c: cluster.classes[c].strategy or config.strategy for c in pod.classes}
-    context = Context(cluster.devices, assumed, strategies)
+    context = Context(cluster.devices, assumed, strategies, cluster.taint_effects)
     nodes = cluster.nodes
     total = len(nodes)
     if total == 0:
@@ -252,7 +264,9 @@ def schedule_one(
         best = _best(pod, feasible, context, config.scores)
     picks: tuple[Pick, ...] = ()
     if pod.classes:
-        decision = select_devices(pod.classes, best.name, cluster.devices, assumed.taken, strategies)
+        decision = select_devices(
+            pod.classes, best.name, cluster.devices, assumed.taken, strategies, assumed.taken_on(best.name)
+        )
         if isinstance(decision, Refusal):  # the class filter is exact, so only a custom filter set gets here
             verdicts = [*(NodeVerdict(n, r) for n, r in failed), NodeVerdict(best.name, decision.reason)]
             return Unschedulable(pod.key, decision.reason, tuple(sorted(verdicts, key=lambda v: v.node)), next_start)

@@ -10,7 +10,8 @@ Rules (DESIGN.md sections 4 and 6):
   is not offered).
 - Its attributes are the Instance's `brokerProperties` plus the well-known keys, which win over a property of the
   same name: `Kind` (the Configuration's `deviceKind`, else its discovery handler's name), `configuration`, and
-  `node` for a device that is not shared (seen from exactly one node).
+  `node` for a device that is not shared (seen from exactly one node). The rules are the object model's
+  (`api.instance_properties`), the one definition the controller's class matcher and the DRA mapping share.
 - A device is visible from the nodes its Instance lists; a shared device is one device however many nodes see it,
   so its slots are counted once, not once per node.
 
@@ -25,11 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devplace import errors
-from devplace.api import usage_problems
-
-KIND = "Kind"
-WELL_KNOWN = (KIND, "configuration", "node")
-"""Attribute keys the scheduler sets itself; a broker property of the same name is overridden."""
+from devplace.api import instance_properties, usage_problems
 
 
 @dataclass(frozen=True)
@@ -44,6 +41,12 @@ class Device:
     shared: bool = False
     capacity: int = 1
     free_slots: tuple[str, ...] = ()
+    limits: Mapping[str, int] = field(default_factory=dict, hash=False)
+    """Node -> how many slots the node offers, where fewer than `free` (the scheduler's shell sets it: Node
+    allocatable less what is bound there); a node of `nodes` not in it offers every free slot."""
+    waiting: frozenset[str] = frozenset()
+    """Nodes the Instance lists that offer none of it yet (no plugin registered, or none free in allocatable):
+    not in `nodes`, kept to say why a pod waits."""
 
     @property
     def free(self) -> int:
@@ -80,38 +83,6 @@ def _nodes(spec: Mapping[str, Any]) -> list[str]:
     return nodes
 
 
-def device_attributes(
-    instance: Mapping[str, Any], configuration: Mapping[str, Any] | None = None, handler_name: str | None = None
-) -> dict[str, str]:
-    """The attributes resource classes select on (see the module docstring for the rules).
-
-    `configuration` is the Instance's Configuration wire dict when known; `handler_name` names the discovery handler
-    when the Configuration is not at hand. Without either, the device has no `Kind`.
-    """
-    spec = _mapping(instance.get("spec"), "spec")
-    attrs = _string_map(spec.get("brokerProperties"), "spec.brokerProperties")
-    cfg_spec = _mapping((configuration or {}).get("spec"), "configuration.spec")
-    kind = cfg_spec.get("deviceKind")
-    if kind is None:
-        handler = _mapping(cfg_spec.get("discoveryHandler"), "configuration.spec.discoveryHandler").get("name")
-        kind = handler if handler is not None else handler_name
-    if kind is not None:
-        if not isinstance(kind, str) or not kind:
-            raise errors.Invalid.field("configuration.spec.deviceKind", "must be a non-empty string")
-        attrs[KIND] = kind
-    else:
-        attrs.pop(KIND, None)
-    configuration_name = spec.get("configurationName")
-    if not isinstance(configuration_name, str) or not configuration_name:
-        raise errors.Invalid.field("spec.configurationName", "required, a non-empty string")
-    attrs["configuration"] = configuration_name
-    nodes = _nodes(spec)
-    attrs.pop("node", None)
-    if not spec.get("shared", False) and len(nodes) == 1:
-        attrs["node"] = nodes[0]
-    return attrs
-
-
 def device_of(
     instance: Mapping[str, Any], configuration: Mapping[str, Any] | None = None, handler_name: str | None = None
 ) -> Device:
@@ -136,7 +107,7 @@ def device_of(
     canonical = [f"{name}-{i}" for i in range(capacity)]
     held = sum(1 for holder in usage.values() if holder != "")
     free = [slot for slot in canonical if usage.get(slot, "") == ""][: max(0, capacity - held)]
-    attrs = device_attributes(instance, configuration, handler_name)
+    attrs = instance_properties(instance, configuration, handler_name)
     return Device(
         name=name,
         namespace=namespace,

@@ -6,10 +6,17 @@ skips the selector plugin entirely). The check then runs once per node: O(1) for
 asking for several classes, which runs the exact distinct-device check of `selection` (O(devices on the node)).
 
 Checks receive the *effective* NodeInfo (bound pods plus assumed ones). Reasons are the words of
-`availability_message`: `node(s) were unschedulable`, `node(s) didn't match node selector`, `too many pods`,
+`availability_message`, kube-scheduler's where it has one: `node(s) were unschedulable`,
+`node(s) had untolerated taint {<key>: <value>}`, `node(s) didn't match node selector`, `too many pods`,
 `insufficient cpu`, `insufficient memory`, `insufficient <resource>`, `no device matches class <c>`,
-`insufficient devices for class <c>: want <n>, <m> free`. A node reports the reason of the first plugin that refuses
-it, so the order of `DEFAULT_FILTERS` is the order reasons win in.
+`insufficient devices for class <c>: want <n>, <m> free` (with `, <k> not in the node's allocatable` when devices of
+the class that the node lists are not offered by its kubelet: see `selection`). A node reports the reason of the
+first plugin that refuses it, so the order of `DEFAULT_FILTERS` is the order reasons win in: kube-scheduler's
+(NodeUnschedulable, TaintToleration, NodeAffinity, then the resources).
+
+NodeUnschedulable and TaintToleration are kube-scheduler's (`taints` holds the matching rules): a cordoned node
+(`spec.unschedulable`) takes only pods tolerating `node.kubernetes.io/unschedulable:NoSchedule`; a NoSchedule or
+NoExecute taint no toleration of the pod tolerates refuses the node, naming the first such taint.
 """
 
 from __future__ import annotations
@@ -23,6 +30,17 @@ from devplace.scheduler._classes import Strategy
 from devplace.scheduler._nodes import NodeInfo
 from devplace.scheduler._pods import PodInfo
 from devplace.scheduler._selection import DeviceIndex, Refusal, select_devices
+from devplace.scheduler._taints import (
+    EFFECTS,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    UNSCHEDULABLE_TAINT,
+    first_untolerated,
+    tolerated,
+    untolerated_reason,
+)
+
+EVERY_EFFECT = frozenset(EFFECTS)
 
 NodeCheck = Callable[[NodeInfo], str | None]
 """None when the node passes, else the reason it does not."""
@@ -36,6 +54,8 @@ class Context:
     assumed: Assumed
     strategies: Mapping[str, Strategy]
     """The selection strategy of each class the pod asks for."""
+    taint_effects: frozenset[str] = EVERY_EFFECT
+    """The effects of the taints some node of the snapshot has: a taint plugin with none to read abstains."""
 
 
 class Filter(Protocol):
@@ -45,12 +65,39 @@ class Filter(Protocol):
 
 
 class NodeUnschedulable:
-    """Nodes marked `spec.unschedulable` (cordoned) take no new pods."""
+    """Nodes marked `spec.unschedulable` (cordoned) take no new pods but those tolerating
+    `node.kubernetes.io/unschedulable:NoSchedule`."""
 
     name = "NodeUnschedulable"
+    reason = "node(s) were unschedulable"
 
     def prepare(self, pod: PodInfo, context: Context) -> NodeCheck | None:
-        return lambda node: "node(s) were unschedulable" if node.unschedulable else None
+        if NO_SCHEDULE not in context.taint_effects:
+            return None  # no node is cordoned (`decisions.Snapshot.taint_effects`)
+        if pod.tolerations and tolerated(pod.tolerations, UNSCHEDULABLE_TAINT):
+            return None
+        reason = self.reason
+        return lambda node: reason if node.unschedulable else None
+
+
+class TaintToleration:
+    """A node's NoSchedule and NoExecute taints must each be tolerated by the pod (`taints`)."""
+
+    name = "TaintToleration"
+
+    def prepare(self, pod: PodInfo, context: Context) -> NodeCheck | None:
+        if NO_SCHEDULE not in context.taint_effects and NO_EXECUTE not in context.taint_effects:
+            return None
+        tolerations = pod.tolerations
+
+        def check(node: NodeInfo) -> str | None:
+            taints = node.taints
+            if not taints:
+                return None
+            taint = first_untolerated(taints, tolerations)
+            return None if taint is None else untolerated_reason(taint)
+
+        return check
 
 
 class NodeSelectorFit:
@@ -114,7 +161,10 @@ class ResourcesFit:
 
 
 class ResourceClassFit:
-    """Enough distinct free devices of each requested class visible from the node (assumed slots taken out)."""
+    """Enough distinct free devices of each requested class that the node offers (assumed slots taken out).
+
+    The counts (`DeviceIndex.usable` less what assumptions emptied) are an upper bound; where they cannot be exact
+    (several classes, or a node offering a device fewer slots than it has free) the exact selection decides."""
 
     name = "ResourceClasses"
 
@@ -123,7 +173,7 @@ class ResourceClassFit:
         if not wanted:
             return None
         index, assumed = context.devices, context.assumed
-        usable_all, matching = index.usable, index.matching
+        usable_all, limits = index.usable, index.limits
         empty: Mapping[str, int] = {}
         several = len(wanted) > 1
         requests = dict(wanted)
@@ -137,11 +187,9 @@ class ResourceClassFit:
             for c, n in wanted:
                 have = usable.get(c, 0) - lost.get(c, 0)
                 if have < n:
-                    if not matching.get(name, empty).get(c):
-                        return f"no device matches class {c}"
-                    return f"insufficient devices for class {c}: want {n}, {have} free"
-            if several:
-                decision = select_devices(requests, name, index, assumed.taken, "firstFit")
+                    return index.shortfall(name, c, n, have)
+            if several or name in limits:
+                decision = select_devices(requests, name, index, assumed.taken, "firstFit", assumed.taken_on(name))
                 if isinstance(decision, Refusal):
                     return decision.reason
             return None
@@ -151,6 +199,7 @@ class ResourceClassFit:
 
 DEFAULT_FILTERS: tuple[Filter, ...] = (
     NodeUnschedulable(),
+    TaintToleration(),
     NodeSelectorFit(),
     PodCountFit(),
     ResourcesFit(),

@@ -20,6 +20,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.api import Quantity
+from devplace.scheduler._taints import Taint, node_taints
 
 DEFAULT_MAX_PODS = 110
 """Pods a node holds when its status does not say (the kubelet's default `maxPods`)."""
@@ -89,6 +90,8 @@ class NodeInfo:
     allocatable: Resources = Resources()
     requested: Resources = Resources()
     unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    """`spec.taints` and the lifecycle taints its conditions stand for (`taints.node_taints`)."""
 
 
 def node_info(node: Mapping[str, Any], bound: Iterable[Resources] = ()) -> NodeInfo:
@@ -112,7 +115,8 @@ def node_info(node: Mapping[str, Any], bound: Iterable[Resources] = ()) -> NodeI
     for pod in bound:
         requested = requested + pod
     spec = node.get("spec") or {}
-    return NodeInfo(name, dict(labels), allocatable, requested, bool(spec.get("unschedulable", False)))
+    unschedulable = bool(spec.get("unschedulable", False)) if isinstance(spec, Mapping) else False
+    return NodeInfo(name, dict(labels), allocatable, requested, unschedulable, node_taints(node))
 
 
 def availability_message(total: int, reasons: Iterable[str]) -> str:

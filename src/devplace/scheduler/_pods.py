@@ -7,6 +7,7 @@ naming the field. What it keeps:
   Class requests (`rc.devplace.io/<class>`) are not node resources and go to `classes` instead.
 - `node_selector` (`spec.nodeSelector`) and the required node affinity
   (`requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`, parsed by `devplace.api._selectors`).
+- `tolerations` (`spec.tolerations`, checked as Kubernetes validates them: `taints.pod_tolerations`);
 - `priority` (`spec.priority`, set by admission from the priority class; 0 when absent) and `created`
   (`metadata.creationTimestamp`, RFC 3339).
 
@@ -25,6 +26,7 @@ from devplace import errors
 from devplace.api import NodeSelector
 from devplace.scheduler._classes import RESOURCE_PREFIX, class_requests
 from devplace.scheduler._nodes import Resources, resources_of
+from devplace.scheduler._taints import Toleration, pod_tolerations
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
 
@@ -39,6 +41,7 @@ class PodInfo:
     classes: Mapping[str, int] = field(default_factory=dict, hash=False)
     node_selector: Mapping[str, str] = field(default_factory=dict, hash=False)
     affinity: NodeSelector | None = None
+    tolerations: tuple[Toleration, ...] = ()
     priority: int = 0
     created: datetime | None = None
 
@@ -124,6 +127,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         classes=class_requests(pod),
         node_selector=dict(selector),
         affinity=affinity,
+        tolerations=pod_tolerations(pod),
         priority=priority,
         created=_created(metadata),
     )

@@ -26,6 +26,17 @@ Instance shows held and the quantity bound pods' annotations put on it. So a bin
 moment it is seen, whether the kubelet has claimed the slot yet or not, and a restarted scheduler counts every binding
 made before it started: it never double-books.
 
+Devices a node offers (issue #25, kube-scheduler's rule that a pod goes only where the node's allocatable has what it
+needs): the kubelet serves a class request by Allocate on the chosen devices' Instance-level plugins, so a device
+counts on a node only as far as the Node's `status.allocatable` (else `status.capacity`) has its resource
+`<prefix>/<instance>` free: the advertised count (Healthy slots: free, or held by this node) less the slots pods bound
+there hold through annotations and the pods bound there requesting the resource directly. A node that offers none of a
+device (its plugin not registered yet, or registered with nothing Healthy) does not see it (`Device.waiting`); one that
+offers fewer slots than the Instance has free is held to that (`Device.limits`). A pod that needs such a device stays
+Pending with the reason (`insufficient devices for class C: want 1, 0 free, 1 not in the node's allocatable`) and is
+decided again when the Node's allocatable changes. Without this a pod applied together with its Configuration was
+bound before the kubelet had the plugin and failed for good (`OutOf<resource>` or `UnexpectedAdmissionError`).
+
 ResourceClass status (`allocatable`, `requested`; devices visible from no known Node are not counted) is recomputed
 after every change that can move it and written by cas only where it differs from the stored one.
 """
@@ -65,7 +76,7 @@ from devplace.scheduler._devices import Device, device_of
 from devplace.scheduler._nodes import NodeInfo, Resources, node_info
 from devplace.scheduler._pods import PodInfo, pending_key, pod_info
 from devplace.scheduler._selection import DeviceIndex
-from devplace.store import Change, Informer, ObjKey, Store, cas, rfc3339
+from devplace.store import Change, EventRecorder, Informer, ObjKey, Store, cas, rfc3339
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
@@ -204,19 +215,22 @@ class Scheduler:
         config: Config | None = None,
         retry_after: float = 1.0,
         contention_clock: Clock | None = None,
-        advertised_only: bool = False,
+        advertised_only: bool = True,
+        events: EventRecorder | None = None,
     ) -> None:
         """`contention_clock` paces CAS retries after a lost race and loop restarts (default: `clock`); a simulation
         under a fake `clock` passes a real one, since nobody advances fake time for a retry.
 
-        `advertised_only`: a device counts on a node only once the Node advertises its Instance-level resource
-        `<resource_prefix>/<instance>` (at any count: the kubelet has its plugin), as Kubernetes schedules only on
-        resources a node advertises. Without it a pod can be bound to a device the node's kubelet cannot Allocate
-        yet (its plugin still registering), and the kubelet fails the pod."""
+        `advertised_only` (the default; see "Devices a node offers" in the module docstring): a device serves a pod
+        on a node only as far as the Node advertises its Instance-level resource. False counts every device on every
+        node its Instance lists: only for stores whose Nodes no kubelet writes (what-if tools, tests of other
+        rules); on a cluster the kubelet would fail such a pod."""
         self.store = store
         self.clock = clock
         self.contention_clock = contention_clock or clock
         self.advertised_only = advertised_only
+        self.events = events
+        """Events on Pods for users (`kubectl describe pod`): `Scheduled`, `FailedScheduling` (never blocks)."""
         self.name = name
         self.resource_prefix = resource_prefix
         """An override of the extended-resource prefix of Instance resources (`<prefix>/<instance>`, which nodes
@@ -263,6 +277,8 @@ class Scheduler:
         # snapshot caches, invalidated by the handlers
         self._node_infos: dict[str, NodeInfo] = {}
         self._devices: dict[ObjKey, Device | None] = {}
+        self._resources: dict[ObjKey, str] = {}
+        """Instance -> its Instance-level resource name (dropped with `_devices`' entry)."""
         self._matches: dict[str, frozenset[str]] = {}
         """Device name -> the classes matching it (cleared per device when it changes, entirely when classes do)."""
         self._quiet = asyncio.Event()
@@ -285,6 +301,8 @@ class Scheduler:
             self.supervisor.loop(f"informer:{informer.name}", informer.run)
         self.supervisor.loop("schedule", self._work)
         self.supervisor.loop("class-status", self._status_loop)
+        if self.events is not None:
+            self.supervisor.loop("events", self.events.run)
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
@@ -302,6 +320,7 @@ class Scheduler:
             and not self._status_dirty
             and not self._status_working
             and self.supervisor.idle
+            and (self.events is None or not self.events.pending)
         )
 
     # -- reads ---------------------------------------------------------------------------------------------------
@@ -379,41 +398,67 @@ class Scheduler:
     def _resource(self, key: ObjKey, instance: str) -> str:
         """The Instance-level resource of an Instance: named after its Configuration's group (its own when the
         Configuration is not known), or the override."""
+        cached = self._resources.get(key)
+        if cached is not None:
+            return cached
         obj = self.instances.get(*key)
         configuration = self.configurations.get(*_configuration_of(obj)) if obj is not None else None
         api_version = str((configuration or obj or {}).get("apiVersion") or "")
-        return resource_name(api_version, instance, self.resource_prefix)
+        name = self._resources[key] = resource_name(api_version, instance, self.resource_prefix)
+        return name
 
     def _visible_devices(self, nodes: set[str]) -> list[Device]:
-        """Devices some known node sees, their free slots reduced by what bound pods' annotations put on them."""
+        """Devices some known node sees, their free slots reduced by what bound pods' annotations put on them, and
+        (`advertised_only`) what each node offers of them (module docstring)."""
         annotated: dict[str, int] = {}
+        here: dict[tuple[str, str], int] = {}
         for pod in self.pods.values():
             if pod.counted:
                 for name, n in pod.slots.items():
                     annotated[name] = annotated.get(name, 0) + n
+                    here[pod.node, name] = here.get((pod.node, name), 0) + n
         out: list[Device] = []
         for key in self.instances.keys():  # noqa: SIM118  # a snapshot of the keys
             device = self._device(key)
             if device is None or device.nodes.isdisjoint(nodes):
                 continue
-            if self.advertised_only:
-                resource = self._resource(key, device.name)
-                serving = frozenset(
-                    n for n in device.nodes & nodes if resource in self._advertised(self.nodes.get("", n))
-                )
-                if not serving:
-                    continue
-                if serving != device.nodes:
-                    device = replace(device, nodes=serving)
             bound = annotated.get(device.name, 0)
             if bound > device.held:
                 device = replace(device, free_slots=device.free_slots[: max(0, device.capacity - bound)])
+            if self.advertised_only:
+                device = self._offered(key, device, nodes, here)
             out.append(device)
         return out
 
-    @staticmethod
-    def _advertised(node: NodeInfo | None) -> frozenset[str]:
-        return frozenset(node.allocatable.extended) if node is not None else frozenset()
+    def _offered(self, key: ObjKey, device: Device, nodes: set[str], here: Mapping[tuple[str, str], int]) -> Device:
+        """`device` seen from the known nodes that offer it, held to what each offers (module docstring). A device
+        with no free slot is left as it is: no node can offer it, and its reason is that none is free."""
+        free = device.free
+        if free == 0:
+            return device
+        resource = self._resource(key, device.name)
+        serving: list[str] = []
+        waiting: list[str] = []
+        limits: dict[str, int] = {}
+        for name in device.nodes:
+            if name not in nodes:
+                continue
+            node = self._node(name)
+            advertised = node.allocatable.extended.get(resource)
+            offered = 0
+            if advertised is not None:
+                offered = advertised - here.get((name, device.name), 0)
+                if node.requested.extended:
+                    offered -= node.requested.extended.get(resource, 0)
+            if offered <= 0:
+                waiting.append(name)
+                continue
+            serving.append(name)
+            if offered < free:
+                limits[name] = offered
+        if not waiting and not limits and len(serving) == len(device.nodes):
+            return device
+        return replace(device, nodes=frozenset(serving), waiting=frozenset(waiting), limits=limits)
 
     def _classes(self) -> tuple[dict[str, ResolvedClass], dict[str, errors.Invalid]]:
         if self._resolved is None:
@@ -458,8 +503,8 @@ class Scheduler:
                 self._cluster = None
         held_before = old.slots if old is not None and old.counted else {}
         held_after = new.slots if new is not None and new.counted else {}
-        if held_before != held_after:
-            self._devices_changed()
+        if held_before != held_after or (self.advertised_only and _extended(old) != _extended(new)):
+            self._devices_changed()  # slots held, or (a broker's direct request) what its node offers, moved
         if old is not None and old.counted and (new is None or not new.counted or new.node != old.node):
             self._requeue_unschedulable()  # a bound pod went: room on its node and its devices
         key = new.key if new is not None else old.key if old is not None else ""
@@ -476,15 +521,16 @@ class Scheduler:
         if change.old is not None and change.new is not None and change.old == change.new:
             return  # a heartbeat or a status field the scheduler does not read
         self._node_infos.pop(change.key[1], None)
-        if (change.old is None) != (change.new is None):
+        if change.old is None or change.new is None:
             self._devices_changed()  # the set of visible devices depends on the known nodes
-        elif self.advertised_only and self._advertised(change.old) != self._advertised(change.new):
-            self._devices_changed()  # a plugin (un)registered: the devices usable from the node changed
+        elif self.advertised_only and change.old.allocatable.extended != change.new.allocatable.extended:
+            self._devices_changed()  # what the node offers of its devices changed (a plugin, a health update)
         self._cluster = None
         self._requeue_unschedulable()
 
     def _on_instance(self, change: Change[dict[str, Any]]) -> None:
         before = self._devices.pop(change.key, None)
+        self._resources.pop(change.key, None)
         after = self._device(change.key) if change.new is not None else None
         if before is not None and after == before:
             return  # nothing the scheduler reads changed
@@ -499,6 +545,7 @@ class Scheduler:
             return
         for key in self.instances.keys_by("configuration", change.key):
             self._devices.pop(key, None)
+            self._resources.pop(key, None)
             self._matches.pop(key[1], None)
         self._devices_changed()
         self._requeue_unschedulable()
@@ -604,6 +651,10 @@ class Scheduler:
             self._retry_later(state.key)
             return
         self.pods.record(written.object)
+        if written.action != "unchanged" and self.events is not None:
+            namespace, name = _split_key(state.key)
+            note = f"Successfully assigned {namespace}/{name} to {binding.node}"
+            self.events.emit(written.object, "Scheduled", note, "Normal", action="Binding")
         if written.action == "unchanged":
             self.assumed.forget(state.key)
             fresh = self.pods.get(*_split_key(state.key))
@@ -631,6 +682,8 @@ class Scheduler:
             self._retry_later(state.key)
             return
         self.pods.record(written.object)
+        if written.action != "unchanged" and self.events is not None:
+            self.events.emit(written.object, "FailedScheduling", message, "Warning", action="Scheduling")
 
     async def _cas(
         self,
@@ -702,6 +755,13 @@ class Scheduler:
             log.warning("%s: writing the status of class %s failed: %s", self.name, name, e)
             return
         self.classes.record(written.object)
+
+
+def _extended(state: PodState | None) -> Mapping[str, int]:
+    """The extended resources a counted pod requests of its node (an Instance-level resource, for a broker)."""
+    if state is None or not state.counted or state.info is None:
+        return {}
+    return state.info.requests.extended
 
 
 def _configuration_of(instance: Mapping[str, Any]) -> ObjKey:

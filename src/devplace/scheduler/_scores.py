@@ -10,7 +10,11 @@ iteration order or randomness (Kubernetes picks among ties at random).
   the standard deviation of two fractions. Avoids nodes with stranded cpu or memory.
 - `DeviceFit`: follows each requested class's strategy at the node level: `binpack` (and `optimal`) prefer the node
   with the fewest free matching devices left (fill nodes, keep others whole), `spread` the most; `firstFit` abstains.
-All are O(1) per node.
+- `TaintToleration` (kube-scheduler's, weight 3 as there): the fewer PreferNoSchedule taints the pod does not tolerate,
+  the better: 100 / (1 + count). kube-scheduler normalizes the count over the feasible nodes (the most-tainted gets 0);
+  a score here is the node's own (so decisions can remember it per node), which keeps the order kube-scheduler's
+  normalized scores give (untainted first, then by fewer intolerable taints) but not their spread.
+All are O(1) per node (O(taints x tolerations) on a tainted node).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Protocol
 from devplace.scheduler._filters import Context
 from devplace.scheduler._nodes import NodeInfo
 from devplace.scheduler._pods import PodInfo
+from devplace.scheduler._taints import PREFER_NO_SCHEDULE, intolerable_preferences
 
 NodeScore = Callable[[NodeInfo], int]
 
@@ -107,4 +112,24 @@ class DeviceFit:
         return score
 
 
-DEFAULT_SCORES: tuple[Score, ...] = (LeastAllocated(), BalancedAllocation(), DeviceFit())
+class TaintToleration:
+    name = "TaintToleration"
+
+    def __init__(self, weight: int = 3) -> None:
+        self.weight = weight
+
+    def prepare(self, pod: PodInfo, context: Context) -> NodeScore | None:
+        if PREFER_NO_SCHEDULE not in context.taint_effects:
+            return None  # every node scores the same
+        tolerations = pod.tolerations
+
+        def score(node: NodeInfo) -> int:
+            taints = node.taints
+            if not taints:
+                return 100
+            return 100 // (1 + intolerable_preferences(taints, tolerations))
+
+        return score
+
+
+DEFAULT_SCORES: tuple[Score, ...] = (LeastAllocated(), BalancedAllocation(), DeviceFit(), TaintToleration())

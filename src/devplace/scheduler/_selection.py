@@ -8,6 +8,10 @@ The rules:
   free slot each (DESIGN.md section 4: a pod never gets two slots of one Instance). This holds across classes: a pod
   asking for two classes whose device sets overlap never gets the same device twice. A device with k free slots
   serves up to k different pods.
+- A node offers at most what its Node advertises (`Device.limits`, set by the scheduler's shell from the Node's
+  allocatable): where that is fewer than the device's free slots, a decision on that node counts the slots already
+  promised there (`here`). Limits are transient (a kubelet's Node catching up with the Instance); the batch max flow of
+  `optimal` does not model them (the greedy batch and every single-pod decision do).
 - Strategies order the devices a class may use: `firstFit` by name (seed 003), `binpack` fewest free slots first (keeps
   whole devices free for pods that need them), `spread` most free slots first. For a single pod `optimal` orders like
   `binpack`; its real meaning is for a batch (`place_batch`).
@@ -39,6 +43,7 @@ from devplace.scheduler._nodes import availability_message
 
 _V = TypeVar("_V")
 _NONE: Mapping[str, int] = {}
+_UNCAPPED = 1 << 62
 _NO_MATCHES: Mapping[str, tuple[str, ...]] = {}
 
 
@@ -48,11 +53,14 @@ class DeviceIndex:
     - `devices`: by name, in name order; `free`: free slots per device in the snapshot;
     - `classes_of`: per device, the classes that match it (each selector evaluated once per device and class);
     - `matching`: per node, per class, the names of the matching devices visible from the node, in name order;
-    - `usable`: per node, per class, how many of those have a free slot.
+    - `usable`: per node, per class, how many of those have a free slot;
+    - `limits`: per node, per device, how many slots the node offers where fewer than free (`Device.limits`);
+    - `waiting`: per node, per class, how many matching devices with a free slot the node lists but does not offer
+      yet (`Device.waiting`), for the reasons.
     Building costs O(devices x classes x selector size + devices x nodes seeing them).
     """
 
-    __slots__ = ("classes", "classes_of", "devices", "free", "matching", "usable")
+    __slots__ = ("classes", "classes_of", "devices", "free", "limits", "matching", "usable", "waiting")
 
     def __init__(
         self,
@@ -68,12 +76,21 @@ class DeviceIndex:
         self.classes_of: dict[str, frozenset[str]] = {}
         matching: dict[str, dict[str, list[str]]] = {}
         usable: dict[str, dict[str, int]] = {}
+        self.limits: dict[str, dict[str, int]] = {}
+        self.waiting: dict[str, dict[str, int]] = {}
         known = known or {}
         for name, device in self.devices.items():
             mine = known.get(name)
             if mine is None:
                 mine = frozenset(c for c, cls in self.classes.items() if cls.matches(device.attributes))
             self.classes_of[name] = mine
+            for node, cap in device.limits.items():
+                self.limits.setdefault(node, {})[name] = cap
+            if device.waiting and mine and device.free > 0:
+                for node in device.waiting:
+                    waits = self.waiting.setdefault(node, {})
+                    for c in mine:
+                        waits[c] = waits.get(c, 0) + 1
             for node in sorted(device.nodes):
                 per_class = matching.setdefault(node, {})
                 counts = usable.setdefault(node, {})
@@ -87,6 +104,15 @@ class DeviceIndex:
 
     def matches_any(self, node: str, cls: str) -> bool:
         return bool(self.matching.get(node, _NONE).get(cls))
+
+    def shortfall(self, node: str, cls: str, want: int, have: int) -> str:
+        """Why `node` cannot give `want` devices of `cls` when it has `have`: none matches, or too few are free
+        (and how many more the node lists but does not offer in its allocatable)."""
+        waiting = self.waiting.get(node, _NONE).get(cls, 0)
+        if not waiting and not self.matching.get(node, _NO_MATCHES).get(cls):
+            return f"no device matches class {cls}"
+        reason = f"insufficient devices for class {cls}: want {want}, {max(0, have)} free"
+        return f"{reason}, {waiting} not in the node's allocatable" if waiting else reason
 
 
 @dataclass(frozen=True)
@@ -138,13 +164,17 @@ def select_devices(
     index: DeviceIndex,
     taken: Mapping[str, int] = _NONE,
     strategies: Mapping[str, Strategy] | Strategy = "firstFit",
+    here: Mapping[str, int] = _NONE,
 ) -> Selection | Refusal:
     """Devices for `requests` (class -> count) on `node`, or a refusal saying which class fell short and by how much.
 
-    `taken` holds slots already promised to assumed pods; `strategies` is one strategy or one per class.
+    `taken` holds slots already promised to assumed pods, `here` those promised on this node (read only where the
+    node offers a device fewer slots than it has free: `DeviceIndex.limits`); `strategies` is one strategy or one per
+    class.
     """
     matching = index.matching.get(node, _NO_MATCHES)
     free = index.free
+    caps = index.limits.get(node)
     examined = 0
     pools: dict[str, list[str]] = {}
     classes = sorted(c for c, n in requests.items() if n > 0)
@@ -152,17 +182,17 @@ def select_devices(
         want = requests[c]
         candidates = matching.get(c, ())
         if not candidates:
-            return Refusal(f"no device matches class {c}", examined)
+            return Refusal(index.shortfall(node, c, want, 0), examined)
         strategy = _strategy(strategies, c)
         usable: list[str] = []
         for d in candidates:
             examined += 1
-            if free[d] - taken.get(d, 0) > 0:
+            if free[d] - taken.get(d, 0) > 0 and (caps is None or caps.get(d, _UNCAPPED) - here.get(d, 0) > 0):
                 usable.append(d)
                 if strategy == "firstFit" and len(classes) == 1 and len(usable) == want:
                     break  # the first `want` in name order is the answer
         if len(usable) < want:
-            return Refusal(f"insufficient devices for class {c}: want {want}, {len(usable)} free", examined)
+            return Refusal(index.shortfall(node, c, want, len(usable)), examined)
         pools[c] = usable
     if len(classes) <= 1:
         picks = tuple(
@@ -290,6 +320,7 @@ def _greedy(pods: Sequence[BatchPod], index: DeviceIndex, strategy: Strategy, ta
             counts = index.usable.get(node, _NONE)
         return sum(counts.get(c, 0) for c in pod.requests)
 
+    here: dict[str, dict[str, int]] = {}  # slots this batch took per node, for nodes with limits
     for pod in pods:
         nodes = sorted(pod.nodes)
         if strategy == "binpack":
@@ -298,9 +329,13 @@ def _greedy(pods: Sequence[BatchPod], index: DeviceIndex, strategy: Strategy, ta
             nodes.sort(key=lambda n: -room(n, pod))
         reasons: list[str] = []
         for node in nodes:
-            decision = select_devices(pod.requests, node, index, taken, strategy)
+            decision = select_devices(pod.requests, node, index, taken, strategy, here.get(node, _NONE))
             if isinstance(decision, Selection):
                 _commit(index, taken, usable, decision)
+                if node in index.limits:
+                    mine = here.setdefault(node, {})
+                    for d, n in decision.slots().items():
+                        mine[d] = mine.get(d, 0) + n
                 placed[pod.key] = Placement(node, decision)
                 break
             reasons.append(decision.reason)

@@ -11,6 +11,12 @@ over one `Store`.
   the media types each verb takes; `framing`: requests refused for their framing (Content-Length with chunked
   encoding, too many query parameters, too large a head) before anything else reads them;
 - `discoveries`: API discovery; `openapis`: /openapi/v2 and /openapi/v3;
+- `health`: /livez and /readyz, with Kubernetes' named checks;
+- `namespaces`: Namespaces deleted with everything in them (Terminating meanwhile), `default` always there;
+- `deployments`: the Deployment status the server answers, devplace running no Deployment controller (so `kubectl
+  rollout status` ends, saying why);
+- `reviews`: `kubectl auth can-i` and `whoami` (self reviews, answered from `authz`); `protobufs`: the protobuf
+  envelope of the reviews kubectl sends as protobuf;
 - `emco`: the /v2 fleet API;
 - `authn`, `authz`, `guards`: who a request comes from, what it may do, and the shells that enforce both;
 - `statuses`: the one place a devplace error becomes an HTTP status (why a PUT is a 409: a `Conflict`, stale

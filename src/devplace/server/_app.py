@@ -1,7 +1,8 @@
 """The devplace API server: one FastAPI app over one `Store`.
 
 `create_app(store)` mounts the Kubernetes-style resource API (`devplace.server._resources`), the EMCO-style fleet
-API under /v2 (`devplace.server._emco`), `/healthz` and `/version`. The app does not own the store: whoever opened
+API under /v2 (`devplace.server._emco`), `/healthz`, `/livez` and `/readyz` (`devplace.server._health`) and `/version`
+(the Kubernetes API level devplace serves, `kubeapi.versions`). The app does not own the store: whoever opened
 it closes it (the `devplace server` command does so after uvicorn stops).
 
 Errors: every failure becomes a `Status` body through `devplace.server._statuses` in one exception handler, in the
@@ -47,20 +48,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import devplace.placement  # noqa: F401  (registers the fleet kinds, which the resource API serves too)
 from devplace import __version__, errors
-from devplace.clocks import Clock
+from devplace.clocks import Clock, SystemClock
+from devplace.kubeapi import version_info
 from devplace.server import _authn as authn
+from devplace.server import _deployments as deployments
 from devplace.server import _discoveries as discoveries
 from devplace.server import _emco as emco
 from devplace.server import _guards as guards
+from devplace.server import _health as health
 from devplace.server import _limits as limits
 from devplace.server import _openapis as openapis
 from devplace.server import _patches as patches
 from devplace.server import _resources as resources
+from devplace.server import _reviews as reviews
 from devplace.server import _statuses as http_errors
 from devplace.server._bodies import BodyGuard
 from devplace.server._connections import ConnectionLimits
 from devplace.server._framing import RequestFraming
-from devplace.store import Store
+from devplace.store import EventRecorder, Store
 
 DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' default request size limit
 _log = logging.getLogger(__name__)
@@ -81,9 +86,12 @@ class _StatusResponse(JSONResponse):
         return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
-def status_response(err: errors.DevplaceError, dialect: http_errors.Dialect = "kubernetes") -> JSONResponse:
-    """The HTTP response for a devplace error (the table lives in `devplace.server._statuses`)."""
-    body = http_errors.status_body(err, dialect)
+def status_response(
+    err: errors.DevplaceError, dialect: http_errors.Dialect = "kubernetes", subject: http_errors.Subject | None = None
+) -> JSONResponse:
+    """The HTTP response for a devplace error (the table lives in `devplace.server._statuses`); `subject`: the object
+    the request names (`statuses.Subject`)."""
+    body = http_errors.status_body(err, dialect, subject)
     return _StatusResponse(body, status_code=body["code"])
 
 
@@ -126,12 +134,15 @@ class _HeadAsGet:
 
 async def _on_devplace_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, errors.DevplaceError)
-    return status_response(exc, _dialect(request))
+    subject = getattr(request.state, "subject", None)  # set by the write routes (`resources.name_subject`)
+    return status_response(exc, _dialect(request), subject if isinstance(subject, http_errors.Subject) else None)
 
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 404:
+        if _dialect(request) == "emco":  # EMCO's own text for a path no route serves
+            return status_response(errors.NotFound(emco.UNKNOWN_ROUTE), "emco")
         return status_response(
             errors.NotFound(f"the server could not find the requested resource ({request.url.path})"), _dialect(request)
         )
@@ -178,6 +189,7 @@ def create_app(
     auth: authn.Auth | None = None,
     max_watches_per_client: int = limits.DEFAULT_MAX_WATCHES,
     watch_stall_timeout: float | None = limits.DEFAULT_STALL_TIMEOUT,
+    deployment_status: bool | None = None,
 ) -> FastAPI:
     """The API server over `store`; request bodies over `max_body_bytes` get 413 and change nothing.
 
@@ -187,6 +199,8 @@ def create_app(
     `auth` turns on authentication and authorization (None: every request may do anything, as before); a client may
     hold `max_watches_per_client` watches, and a watch whose client has not read for `watch_stall_timeout` seconds is
     dropped (`server.limits`).
+    `deployment_status`: whether the server answers Deployments' status, devplace running no Deployment controller
+    (`server.deployments`); None: when the store holds its data itself (not on a `kube://` or remote store).
     """
     app = FastAPI(
         title="devplace",
@@ -198,6 +212,10 @@ def create_app(
     app.add_middleware(BodyGuard, limit=max_body_bytes, refuse=_refuse)
     app.add_middleware(limits.WatchLimits, per_client=max_watches_per_client, stall_timeout=watch_stall_timeout)
     app.state.auth = auth
+    if deployment_status if deployment_status is not None else deployments.answers_for(store):
+        now = clock or SystemClock()
+        events = EventRecorder(store, deployments.COMPONENT, now)
+        store = deployments.AnsweringStore(store, now, events)
     if auth is not None:  # outside the limits (it names the user they count by) and the body reader
         app.add_middleware(guards.AccessGuard, auth=auth, store=store, refuse=_refuse)
         store = guards.GuardedStore(store)
@@ -213,19 +231,14 @@ def create_app(
     async def healthz() -> str:
         return "ok"
 
-    @app.get("/version", tags=["health"], summary="Server version")
+    @app.get("/version", tags=["health"], summary="The Kubernetes API level served (version.Info) and devplace's")
     async def version() -> dict[str, Any]:
-        major, minor = [*__version__.split("."), "0", "0"][:2]
-        return {
-            "major": major,
-            "minor": minor,
-            "gitVersion": f"v{__version__}",
-            "devplace": __version__,
-            "platform": "python",
-        }
+        return version_info(__version__)
 
+    app.include_router(reviews.router(store))  # before the resource routes, whose paths would match them
     app.include_router(resources.router(store, clock=clock, bookmark_interval=watch_bookmark_interval))
     app.include_router(patches.router(store, clock=clock))
+    app.include_router(health.router(store))
     app.include_router(discoveries.router())
     app.include_router(openapis.router())
     if fleet_api:

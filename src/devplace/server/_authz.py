@@ -20,7 +20,8 @@ replaces, so the decision holds for what is written). Every refusal is a `Denied
 
 | rule                          | who    | refuses                                                                    |
 |-------------------------------|--------|----------------------------------------------------------------------------|
-| no-role                       | any    | everything but discovery, /healthz, /version to an identity without a role |
+| no-role                       | any    | everything but discovery, /healthz, /version and the self reviews (`kubectl |
+|                               |        | auth can-i`, `whoami`) to an identity without a role                       |
 | reader-read-only              | reader | any verb but get, list and watch (also on /v2); /store/compact             |
 | store-admin-only              | node   | /store/compact and /store/watch (/store/revision is open to every role)    |
 | node-no-fleet                 | node   | the /v2 fleet API                                                          |
@@ -86,13 +87,14 @@ from devplace import errors
 from devplace.api import lookup_plural, named_node, slot_index
 
 Verb = Literal["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
-Area = Literal["public", "discovery", "resource", "store", "fleet", "other"]
+Area = Literal["public", "discovery", "resource", "store", "fleet", "review", "other"]
 Op = Literal["get", "create", "update", "delete"]
 Source = tuple[str, str, str]
 """(kind, namespace, name) of a ConfigMap or Secret a Configuration reads."""
 
 READS: frozenset[str] = frozenset({"get", "list", "watch"})
 PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
+_PUBLIC_PREFIXES = ("/livez/", "/readyz/")  # single health checks (`server.health`)
 ADMIN_GROUPS = frozenset({"admin", "system:masters"})
 READER_GROUPS = frozenset({"reader"})
 NODE_PREFIXES = ("system:node:", "node:")
@@ -101,6 +103,16 @@ OFFLINE_SINCE = "devplace.io/offline-since"
 SOURCE_KINDS = frozenset({"ConfigMap", "Secret"})
 SERVER_METADATA = frozenset({"resourceVersion", "generation", "managedFields", "uid", "creationTimestamp", "selfLink"})
 _DISCOVERY_ROOTS = frozenset({"openapi", "openapi.json", "docs", "redoc"})
+REVIEW_PATHS = frozenset(
+    {
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        "/apis/authentication.k8s.io/v1beta1/selfsubjectreviews",
+    }
+)
+"""What an identity may ask about itself (`kubectl auth can-i`, `kubectl auth whoami`; `server.reviews`): every
+authenticated identity may, as Kubernetes' `system:basic-user` role lets it."""
 
 
 @dataclass(frozen=True)
@@ -210,8 +222,10 @@ def action_of(method: str, path: str, query: str = "") -> Action:
     dry = bool(params.get("dryRun"))
     reading = method in ("GET", "HEAD", "OPTIONS")
     write_verb = _WRITE_VERBS.get(method, "update")  # another method is refused (405) after authorization
-    if path in PUBLIC_PATHS:
+    if path in PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES):
         return Action("get" if reading else write_verb, "public", path)
+    if path.rstrip("/") in REVIEW_PATHS:
+        return Action("get" if reading else write_verb, "review", path)
     if not segments or segments[0] in _DISCOVERY_ROOTS:
         return Action("get" if reading else write_verb, "discovery", path)
     head = segments[0]
@@ -254,7 +268,7 @@ def authorize(role: Role, action: Action, referenced: frozenset[Source] = frozen
     """Whether `role` may make the request `action` (module docstring). `referenced` is what Configurations read,
     needed only when `needs_sources` says so. An `Allowed` write of a node identity is further checked, operation by
     operation, by `admit`."""
-    if action.area == "public":
+    if action.area in ("public", "review"):  # reviews: about the identity itself, to every authenticated one
         return ALLOWED
     if role.name == "none":
         if action.area == "discovery" and not action.writes:

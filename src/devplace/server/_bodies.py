@@ -33,7 +33,11 @@ rules): a POST or PUT body, and a DELETE's DeleteOptions when it has one, is `ap
 with Kubernetes' message, before the body is read. A body without a Content-Type is JSON, as kube-apiserver reads it
 (the first type it serves), so YAML must say so. A PATCH body is decoded only in one of the four patch types; in any
 other the route refuses it with 415 naming the types its kind takes (`server.patches`), without decoding it.
-Protobuf is refused too: devplace has no protobuf codec (kube-apiserver takes it for its built-in kinds).
+Protobuf: kubectl 1.32 and later post some built-in kinds as `application/vnd.kubernetes.protobuf` whatever the server
+(`kubectl create configmap|namespace|secret|serviceaccount`, `kubectl auth can-i`). devplace has no protobuf codec
+for objects; `server.protobufs` reads those few kinds field by field into the JSON a route expects, and refuses any
+other kind, or a field it does not read that carries a value, with 415 saying to send JSON or YAML. The self reviews
+pass undecoded to their route, which reads their few fields (`server.reviews`).
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from devplace import errors
 from devplace.api import MAX_DEPTH, json_tree, yaml_documents, yaml_where
 from devplace.kubeapi import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from devplace.server._authz import REVIEW_PATHS
+from devplace.server._protobufs import MEDIA_TYPE as PROTOBUF
+from devplace.server._protobufs import decode_object
 
 DECODE_THREADS = 4
 """Bodies decoded at once in worker threads; more wait their turn (the decode of one large YAML body takes seconds)."""
@@ -109,7 +116,9 @@ class BodyGuard:
             return
         content_type = _header(scope, b"content-type")
         negotiated = str(scope.get("path", "")).startswith(_NEGOTIATED)
-        if negotiated and scope["method"] in ("POST", "PUT") and not _writable(content_type):
+        protobuf = _protobuf_review(scope, content_type)
+        readable = _writable(content_type) or _media(content_type) == PROTOBUF
+        if negotiated and scope["method"] in ("POST", "PUT") and not readable:
             await self.refuse(unsupported_media_type(), scope)(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -136,6 +145,8 @@ class BodyGuard:
                 return
         if negotiated and scope["method"] == "PATCH" and _media(content_type) not in _PATCH_MEDIA_TYPES:
             pass  # no patch type: the route refuses it (415, with the types the kind takes) without decoding it
+        elif protobuf:
+            pass  # a review kubectl sent as protobuf: its route reads the few fields it has (`server.reviews`)
         elif _media(content_type) in _FORMS:
             token = _DECODED.set(_Decoded(raw, content_type, _A_FORM))
         elif raw.strip():
@@ -152,6 +163,8 @@ class BodyGuard:
                 _DECODED.reset(token)
 
     async def _decode(self, raw: bytes, content_type: str | None) -> Any:
+        if _media(content_type) == PROTOBUF:  # small, and read field by field: no thread needed
+            return decode_object(raw)
         if len(raw) <= INLINE_JSON_BYTES and _is_json(raw, content_type):
             with contextlib.suppress(_NotJson):  # it may still be YAML: that is decoded in a thread
                 return decode_value(raw, content_type, yaml_too=False)
@@ -209,6 +222,12 @@ def _content_length(scope: Scope) -> int | None:
 
 def _media(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def _protobuf_review(scope: Scope, content_type: str | None) -> bool:
+    """Whether the request is a review posted as protobuf (module docstring), which its route reads itself."""
+    path = str(scope.get("path", "")).rstrip("/")
+    return scope["method"] == "POST" and path in REVIEW_PATHS and _media(content_type) == PROTOBUF
 
 
 def _writable(content_type: str | None) -> bool:

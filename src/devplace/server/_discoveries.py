@@ -9,11 +9,12 @@ Two forms, as the apiserver serves them:
   `/apis/<group>/<version>` (`APIResourceList`), for every other client (and an aggregated client's fallback).
 
 Both forms come from the same pure functions of the kind registry, so they list the same things: each kind's plural,
-singular name, short names (Kubernetes' own for the built-in kinds, Akri's `akric` and `akrii`), categories
-(`all` for the built-in workload kinds as in Kubernetes, `devplace` for devplace's kinds, `akri` for Akri's, `fleet`
-for the fleet objects), the verbs the server serves (get, list, watch, create, update, patch, delete; no
-deletecollection), and the subresources: `<plural>/status` (get, patch, update) for kinds with a status and
-`deployments/scale` (get, patch, update; an `autoscaling/v1` Scale), from `kubeapi.subresources`.
+singular name, short names (Kubernetes' own for the built-in kinds, Akri's `akric` and `akrii` at `akri.sh` only, so
+no two resources share one), categories (`all` for the built-in workload kinds as in Kubernetes and for Akri's kinds,
+`devplace` for devplace's kinds, `akri` for Akri's, `fleet` for the fleet objects), the verbs the server serves
+(get, list, watch, create, update, patch, delete; no deletecollection), and the subresources: `<plural>/status` (get,
+patch, update) for kinds with a status and `deployments/scale` (get, patch, update; an `autoscaling/v1` Scale), from
+`kubeapi.subresources`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fastapi.responses import JSONResponse, Response
 from devplace import errors
 from devplace.kubeapi import SCALE_KINDS, Served, group_versions, has_status, served
 from devplace.server._resources import KubeStatus
+from devplace.server._reviews import REVIEWS, WHOAMI_VERSIONS
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 SUBRESOURCE_VERBS = ["get", "patch", "update"]
@@ -34,12 +36,19 @@ SHORT_NAMES: dict[str, list[str]] = {
     "ConfigMap": ["cm"],
     "Configuration": ["akric"],
     "Deployment": ["deploy"],
+    "Event": ["ev"],
     "Instance": ["akrii"],
+    "Namespace": ["ns"],
     "Node": ["no"],
     "Pod": ["po"],
     "Service": ["svc"],
+    "ServiceAccount": ["sa"],
 }
-"""Kubernetes' short names for its kinds, Akri's for its CRDs."""
+"""Kubernetes' short names for its kinds, Akri's for its CRDs (`short_names`: at one group only)."""
+
+SHORT_NAME_GROUPS: dict[str, str] = {"Configuration": "akri.sh", "Instance": "akri.sh", "Event": ""}
+"""Kinds served in several groups whose short names belong to one of them: Akri's names to Akri's group (a short name
+two resources share makes kubectl warn and pick one), Event's `ev` to the core group, as Kubernetes has it."""
 
 _AKRI = "akri.sh"
 _WORKLOADS = frozenset({"Pod", "Service", "Deployment", "Job"})
@@ -54,9 +63,17 @@ def _categories(s: Served) -> list[str]:
         return ["all"] if s.info.kind in _WORKLOADS else []
     if s.group.startswith("fleet."):
         return ["fleet"]
-    if any(gv.startswith(_AKRI + "/") for gv in s.info.group_versions):
-        return ["akri", "devplace"]
+    if s.group == _AKRI:  # Akri's CRDs are in `all`: `kubectl get all` shows Configurations and Instances
+        return ["all", "akri", "devplace"]
     return ["devplace"]
+
+
+def short_names(s: Served) -> list[str]:
+    """The short names of a kind at one group (`SHORT_NAMES`, `SHORT_NAME_GROUPS`): no two resources share one."""
+    owner = SHORT_NAME_GROUPS.get(s.info.kind)
+    if owner is not None and owner != s.group:
+        return []
+    return SHORT_NAMES.get(s.info.kind, [])
 
 
 def _served(api_version: str) -> list[Served]:
@@ -66,11 +83,23 @@ def _served(api_version: str) -> list[Served]:
 def _groups() -> dict[str, list[str]]:
     """Group name ("" for core) -> its versions, preferred first (the registry's first listing of the group)."""
     out: dict[str, list[str]] = {}
-    for s in served():
-        versions = out.setdefault(s.group, [])
-        if s.version not in versions:
-            versions.append(s.version)
+    for api_version in [*(s.api_version for s in served()), *(gv for gv, _ in _REVIEW_KINDS)]:
+        group, _, version = api_version.rpartition("/")
+        versions = out.setdefault(group, [])
+        if version not in versions:
+            versions.append(version)
     return dict(sorted(out.items()))
+
+
+_REVIEW_KINDS = [
+    *((gv, (plural, kind)) for plural, (gv, kind) in REVIEWS.items()),
+    *((gv, ("selfsubjectreviews", "SelfSubjectReview")) for gv in WHOAMI_VERSIONS[1:]),
+]
+
+
+def _reviews(api_version: str) -> list[tuple[str, str]]:
+    """(resource, kind) of the self reviews served at a group/version (`server.reviews`): create only."""
+    return [entry for gv, entry in _REVIEW_KINDS if gv == api_version]
 
 
 # -- legacy discovery -------------------------------------------------------------------------------------------
@@ -106,9 +135,12 @@ def api_group_list() -> dict[str, Any]:
 def api_resource_list(api_version: str) -> dict[str, Any]:
     """The `APIResourceList` of one group/version; NotFound when no kind is served as it."""
     here = _served(api_version)
-    if not here:
+    if not here and not _reviews(api_version):
         raise errors.NotFound(f"the server could not find the requested resource: no kinds are served as {api_version}")
-    resources: list[dict[str, Any]] = []
+    resources: list[dict[str, Any]] = [
+        {"name": plural, "singularName": "", "namespaced": False, "kind": kind, "verbs": ["create"]}
+        for plural, kind in _reviews(api_version)
+    ]
     for s in here:
         entry: dict[str, Any] = {
             "name": s.info.plural,
@@ -117,8 +149,8 @@ def api_resource_list(api_version: str) -> dict[str, Any]:
             "kind": s.info.kind,
             "verbs": VERBS,
         }
-        if SHORT_NAMES.get(s.info.kind):
-            entry["shortNames"] = SHORT_NAMES[s.info.kind]
+        if short_names(s):
+            entry["shortNames"] = short_names(s)
         if _categories(s):
             entry["categories"] = _categories(s)
         resources.append(entry)
@@ -160,7 +192,10 @@ def aggregated_discovery(core: bool, version: AggregatedVersion = "v2") -> dict[
                 "versions": [
                     {
                         "version": v,
-                        "resources": [_resource_discovery(s) for s in _served(f"{group}/{v}" if group else v)],
+                        "resources": [
+                            *(_resource_discovery(s) for s in _served(f"{group}/{v}" if group else v)),
+                            *(_review_discovery(group, v, plural, kind) for plural, kind in _reviews(f"{group}/{v}")),
+                        ],
                         "freshness": "Current",
                     }
                     for v in versions
@@ -175,6 +210,16 @@ def aggregated_discovery(core: bool, version: AggregatedVersion = "v2") -> dict[
     }
 
 
+def _review_discovery(group: str, version: str, plural: str, kind: str) -> dict[str, Any]:
+    return {
+        "resource": plural,
+        "responseKind": {"group": group, "kind": kind, "version": version},
+        "scope": "Cluster",
+        "singularResource": "",
+        "verbs": ["create"],
+    }
+
+
 def _resource_discovery(s: Served) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "resource": s.info.plural,
@@ -183,8 +228,8 @@ def _resource_discovery(s: Served) -> dict[str, Any]:
         "singularResource": s.info.kind.lower(),
         "verbs": VERBS,
     }
-    if SHORT_NAMES.get(s.info.kind):
-        entry["shortNames"] = SHORT_NAMES[s.info.kind]
+    if short_names(s):
+        entry["shortNames"] = short_names(s)
     if _categories(s):
         entry["categories"] = _categories(s)
     subs = [{"subresource": sub, "responseKind": gvk, "verbs": SUBRESOURCE_VERBS} for sub, gvk in _subresources(s)]

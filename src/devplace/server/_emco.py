@@ -2,12 +2,16 @@
 
 Every collection of `devplace.placement._levels.LEVELS` gets POST (201), GET list (200), GET one (200), PUT one
 (200, also when it creates, as EMCO answers), DELETE one (204) and DELETE of the whole collection (204), generated from
-the level table so the collections cannot drift apart. Look-ups by query, as EMCO serves them: `hpa-intents?intent=`,
-`hpa-resource-consumers?consumer=`, `resource-requirements?resource=` (also with EMCO's curl method QUERY), and
-`clusters?label=<label>` (the names of the clusters carrying it) and `clusters?withLabels=true` (each cluster's
-metadata and labels). Deployment intent groups add `approve`, `instantiate`, `terminate` (202), `status` (EMCO's query
-parameters, see `placement.reports.parse_status_query`) and devplace's dry run `plan` (200); clusters add EMCO's
-`/labels` (POST, GET list, GET one, PUT one, DELETE one; see `placement.labels`).
+the level table so the collections cannot drift apart. Look-ups by query, answered as EMCO's routes answer them (its
+router tries routes in order, and the collection's GET comes first): `hpa-intents?intent=`,
+`hpa-resource-consumers?consumer=` and `resource-requirements?resource=` are the one body with the method QUERY (EMCO's
+curl examples) and the whole list with GET; `app-intents/?app=NAME` (the slash is EMCO's) is the `spec` of the app's
+intent, `{"intent": {}}` when none names the app, and without `app` no route (404); `clusters?label=<label>` is the
+names of the clusters carrying it (`[]` for none; an empty `label=` lists the clusters) and `clusters?withLabels=true`
+each cluster's metadata and labels. A path no route serves is 404 `404 page not found` (`UNKNOWN_ROUTE`), EMCO's
+text. Deployment intent groups add `approve`, `instantiate`, `terminate` (202), `status` (EMCO's query parameters, see
+`placement.reports.parse_status_query`) and devplace's dry run `plan` (200); clusters add EMCO's `/labels` (POST, GET
+list, GET one, PUT one, DELETE one; see `placement.labels`).
 
 Bodies are read here, once: JSON (`application/json`), or EMCO's multipart form (`metadata` part with the JSON body,
 `file` part with a cluster's kubeconfig or an app's chart archive, read by `placement.charts`). The body is then
@@ -16,8 +20,9 @@ GET answers exactly that. OpenAPI documents every dialect's schema.
 
 Errors are raised as devplace errors and become responses in the app's exception handlers, which use
 `devplace.server._statuses` in the "emco" dialect for /v2 paths: schema violations 400 ("Invalid Input: ..."), an empty
-body 400, unparsable JSON 422, a missing object or ancestor 404 (naming the missing level), duplicates, parents with
-children, lifecycle steps out of order and failed instantiations 409.
+body 400, unparsable JSON 422, a missing object or ancestor 404 (naming the missing level), duplicates (EMCO's text,
+`Level.exists`: `Resource already exists`), parents with children, lifecycle steps out of order and failed
+instantiations 409. The body is a Kubernetes `Status` whose `message` is the text.
 """
 
 from __future__ import annotations
@@ -37,9 +42,6 @@ from devplace.placement import (
     APP,
     CLUSTER,
     DEPLOYMENT_INTENT_GROUP,
-    HPA_CONSUMER,
-    HPA_INTENT,
-    HPA_REQUIREMENT,
     LEVELS,
     ClusterLabelBody,
     ClusterLabels,
@@ -254,12 +256,8 @@ def _answer(description: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 # -- routes -----------------------------------------------------------------------------------------------------
 
-LOOKUPS: dict[str, str] = {
-    HPA_INTENT.kind: "intent",
-    HPA_CONSUMER.kind: "consumer",
-    HPA_REQUIREMENT.kind: "resource",
-}
-"""EMCO's look-up by name on a collection: `GET .../hpa-intents?intent=<name>` answers that one body."""
+UNKNOWN_ROUTE = "404 page not found"
+"""What EMCO's router (gorilla/mux) answers for a path no route has, word for word: the message of /v2's 404s."""
 
 
 def _crud(api: APIRouter, level: Level, service: PlacementService) -> None:
@@ -268,7 +266,7 @@ def _crud(api: APIRouter, level: Level, service: PlacementService) -> None:
     tag = level.title
     snake = level.kind[0].lower() + "".join(f"_{c.lower()}" if c.isupper() else c for c in level.kind[1:])
     schema = level.body.json_schema()
-    lookup = LOOKUPS.get(level.kind)
+    lookup = level.query
 
     async def create(**kw: Any) -> JSONResponse:
         raw, content = await _body(kw["request"], level)
@@ -278,11 +276,21 @@ def _crud(api: APIRouter, level: Level, service: PlacementService) -> None:
     async def list_all(**kw: Any) -> JSONResponse:
         parent = _path(level, kw, parent_params)
         query = kw["request"].query_params
-        if lookup is not None and lookup in query:
-            return JSONResponse(await catalog.get(level, (*parent, query[lookup])))
-        if level is CLUSTER and ("label" in query or "withLabels" in query):
-            return JSONResponse(await _clusters_by_label(service, parent[0], query.get("label"), query))
+        if level is CLUSTER and (query.get("label") or "withLabels" in query):  # `label=` lists them all, as EMCO
+            return JSONResponse(await _clusters_by_label(service, parent[0], query.get("label") or None, query))
         return JSONResponse(await catalog.list_bodies(level, parent))
+
+    async def look_up(**kw: Any) -> JSONResponse:
+        name = kw["request"].query_params.get(lookup or "")
+        if not name:
+            raise errors.Invalid.field(str(lookup), "required: the name to look up")
+        return JSONResponse(await catalog.get(level, (*_path(level, kw, parent_params), name)))
+
+    async def by_app(**kw: Any) -> JSONResponse:
+        app = kw["request"].query_params.get("app")
+        if not app:  # EMCO's route needs `app`: without it no route matches
+            raise errors.NotFound(UNKNOWN_ROUTE)
+        return JSONResponse(await catalog.app_intent_spec(_path(level, kw, parent_params), app))
 
     async def get_one(**kw: Any) -> JSONResponse:
         return JSONResponse(await catalog.get(level, _path(level, kw)))
@@ -314,20 +322,35 @@ def _crud(api: APIRouter, level: Level, service: PlacementService) -> None:
         response_class=JSONResponse,
         openapi_extra=_request_body(level),
     )
-    listed = "every " + level.title + (f" (`?{lookup}=<name>`: that one)" if lookup else "")
     api.add_api_route(
         collection,
         _endpoint(list_all, _params(parent_params), f"list_{snake}s"),
         methods=["GET"],
         tags=[tag],
-        summary=f"List {level.title}s",
-        responses={200: _answer(listed, {"anyOf": [{"type": "array", "items": schema}, schema]}), 404: _ERRORS[404]},
+        summary=f"List {level.title}s" + (f" (`?{lookup}=` too, as EMCO: see QUERY)" if lookup else ""),
+        responses={200: _answer(f"every {level.title}", {"type": "array", "items": schema}), 404: _ERRORS[404]},
         response_class=JSONResponse,
     )
-    if lookup is not None:
+    if lookup == "app":
+        api.add_api_route(
+            f"{collection}/",
+            _endpoint(by_app, _params(parent_params), f"find_{snake}_by_app"),
+            methods=["GET"],
+            tags=[tag],
+            summary="EMCO's look-up by app (`app-intents/?app=NAME`): the spec of its intent, `{intent: {}}` if none",
+            responses={200: _answer("the spec of the app's intent", {"type": "object"}), 404: _ERRORS[404]},
+            response_class=JSONResponse,
+        )
+        api.add_api_route(
+            f"{collection}/",
+            _endpoint(by_app, _params(parent_params), f"query_{snake}_by_app"),
+            methods=["QUERY"],
+            include_in_schema=False,
+        )
+    elif lookup is not None:
         api.add_api_route(
             collection,
-            _endpoint(list_all, _params(parent_params), f"query_{snake}s"),
+            _endpoint(look_up, _params(parent_params), f"query_{snake}s"),
             methods=["QUERY"],
             include_in_schema=False,
         )

@@ -137,6 +137,11 @@ def _check(
         raise errors.Forbidden(message)
 
 
+def principal() -> Principal | None:
+    """Who the request being served comes from (None: authentication is off, or outside a request)."""
+    return _PRINCIPAL.get()
+
+
 def _guarded() -> bool:
     principal = _PRINCIPAL.get()
     return principal is not None and principal.role.name != "admin"

@@ -21,7 +21,8 @@ patch may change status (devplace's parts write whole objects).
 
 `metadata.managedFields` is the server's (`kubeapi.managedfields`): an apply records the applier's fields, every other
 patch an `Update` entry for its manager (`fieldManager`, else the User-Agent up to its first `/`), with `subresource`
-set for /status and /scale. A patch cannot write managedFields itself.
+set for /status and /scale. A patch of the object may write managedFields itself, as Kubernetes allows (an empty
+list resets them; kubectl moves client-side apply's fields to server-side apply so); an apply patch may not.
 
 An apply body is a whole configuration of the object the URL names, as Kubernetes requires: its `apiVersion` and
 `kind` are given and are the URL's (for /scale: `autoscaling/v1` `Scale`), and a `metadata.name` or
@@ -70,9 +71,24 @@ from devplace.kubeapi import (
 )
 from devplace.kubeapi import patch_type as parse_patch_type
 from devplace.scheduler import admit_write
+from devplace.server import _namespaces as namespaces
 from devplace.server._bodies import decode_body
-from devplace.server._requests import FieldValidation, Target, dry_run, field_validation, prepare_write, resolve
-from devplace.server._resources import KubeObject, KubeStatus
+from devplace.server._requests import (
+    FieldValidation,
+    Target,
+    dry_run,
+    field_validation,
+    on_create,
+)
+from devplace.server._resources import (
+    KubeObject,
+    KubeStatus,
+    name_subject,
+    other_group,
+    prepared_write,
+    taken,
+    target_of,
+)
 from devplace.store import Store, cas, stamp_created, stamp_updated
 
 PATCH_ATTEMPTS = 64
@@ -96,6 +112,8 @@ class _Request:
     force: bool
     dry_run: bool
     validation: FieldValidation
+    state: Any
+    """The request's state: where `_checked` records the object a 422 names (`resources.name_subject`)."""
 
 
 def _precondition(body: Any) -> str | None:
@@ -172,9 +190,7 @@ class _Patches:
         return await self._patch(request, "scale")
 
     async def _parse(self, request: Request, subresource: str) -> _Request:
-        params = request.path_params
-        api_version = f"{params['group']}/{params['version']}" if "group" in params else str(params["version"])
-        target = resolve(api_version, params["plural"], params.get("namespace"), params.get("name"))
+        target = target_of(request)
         kind = target.info.kind
         if subresource == "status" and not has_status(kind):
             raise errors.NotFound(f"the server could not find the requested resource: {kind} has no status")
@@ -218,6 +234,7 @@ class _Patches:
             force,
             dry,
             validation,
+            request.state,
         )
 
     async def _patch(self, request: Request, subresource: str) -> Response:
@@ -239,8 +256,7 @@ class _Patches:
             status_code = 201
         except RecursionError as e:
             raise errors.Malformed("the patch or the object is nested too deeply") from e
-        if req.subresource == "scale":
-            result = scale_of(result)
+        result = scale_of(result) if req.subresource == "scale" else req.target.shown(result)
         response = JSONResponse(result, status_code=status_code)
         for text in warnings:  # Kubernetes' warnings: one `Warning: 299 - "text"` header each (kubectl prints them)
             response.headers.append("Warning", f"299 - {json.dumps(text)}")
@@ -261,7 +277,7 @@ class _Patches:
                     f"resourceVersion {given} is given but {req.target.describe()} does not exist; "
                     "remove metadata.resourceVersion to create it"
                 )
-            config = self._config(req, None)
+            config = req.target.to_store(self._config(req, None))
             applied = server_side_apply(
                 None,
                 config,
@@ -270,16 +286,20 @@ class _Patches:
                 api_version=req.target.api_version,
                 now=self.clock.now(),
             )
-            obj = self._checked(req, applied, warnings)
+            obj = on_create(await self._checked(req, applied, warnings))
             obj["metadata"]["managedFields"] = applied["metadata"]["managedFields"]
             await admit_write(self.store, obj, creating=True)
+            if req.target.info.namespaced:
+                await namespaces.check_creatable(self.store, req.namespace)
             if req.dry_run:  # what the create would store, as a dry-run POST answers it: no resourceVersion
                 would = stamp_created(obj, 0, self.clock.now(), str(uuid.uuid4()))
                 del would["metadata"]["resourceVersion"]
                 return would
             try:
                 return await self.store.create(obj)
-            except errors.AlreadyExists:
+            except errors.AlreadyExists as e:
+                if await other_group(self.store, req.target, obj) is not None:  # nothing of this group to patch
+                    raise await taken(self.store, req.target, obj) from e
                 try:
                     return await self._write(req, decide)
                 except errors.NotFound:
@@ -306,9 +326,11 @@ class _Patches:
         config["metadata"] = meta
         return config
 
-    def _checked(self, req: _Request, obj: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-        """`obj` as PUT would store it (validated against the URL and the kind's schema)."""
-        return prepare_write(obj, req.target, validation=req.validation, warnings=warnings)
+    async def _checked(self, req: _Request, obj: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+        """`obj` as PUT would store it (validated against the URL and the kind's schema; off the loop where PUT is).
+        A 422 from here on names the object; one from applying the patch before names none, as Kubernetes'."""
+        name_subject(req.state, req.target, req.name)
+        return await prepared_write(obj, req.target.stored, validation=req.validation, warnings=warnings)
 
     def _decision(
         self, req: _Request, warnings: list[str]
@@ -316,6 +338,7 @@ class _Patches:
         """The compare-and-swap decision: the patch applied to the object as read (None: nothing changes)."""
 
         async def decide(current: dict[str, Any]) -> dict[str, Any] | None:
+            req.target.check_group(current)
             meta = current.get("metadata") or {}
             rv = str(meta.get("resourceVersion") or "")
             given = _precondition(req.body) if req.patch_type != JSON_PATCH else None
@@ -323,10 +346,11 @@ class _Patches:
                 raise _stale(req.target, given, rv)
             now = self.clock.now()
             managed: list[dict[str, Any]] | None = None
+            requested: Any = None
             if req.patch_type == APPLY_PATCH:
                 applied = server_side_apply(
                     current,
-                    self._config(req, current),
+                    req.target.to_store(self._config(req, current)),
                     manager=req.manager,
                     force=req.force,
                     api_version=req.target.api_version,
@@ -336,17 +360,19 @@ class _Patches:
                 managed = applied["metadata"]["managedFields"]
                 new = with_status(current, applied) if req.subresource == "status" else applied
             else:
-                view = scale_of(current) if req.subresource == "scale" else current
-                patched = self._apply(req, view)
+                view = scale_of(current) if req.subresource == "scale" else req.target.shown(current)
+                patched = req.target.to_store(self._apply(req, view))
                 if not isinstance(patched, dict):
                     raise errors.Invalid.field("", "the patched object must be a JSON object")
                 patched_meta = patched.get("metadata")
                 after = patched_meta.get("resourceVersion") if isinstance(patched_meta, Mapping) else None
                 if after not in (None, "") and str(after) != rv:
                     raise _stale(req.target, str(after), rv)
+                if isinstance(patched_meta, Mapping):  # a patch may write managedFields (kubectl's upgrade to SSA)
+                    requested = patched_meta.get("managedFields")
                 new = self._onto(req, current, patched)
             warnings.clear()  # a retry decides again: only the last decision's warnings are the answer's
-            obj = self._checked(req, new, warnings)
+            obj = await self._checked(req, new, warnings)
             obj["metadata"]["resourceVersion"] = rv
             if managed is None:
                 managed = updated_managed_fields(
@@ -357,6 +383,7 @@ class _Patches:
                     now=now,
                     root=root_of(req.kind),
                     subresource=req.subresource,
+                    requested=requested,
                 )
             if managed:
                 obj["metadata"]["managedFields"] = managed

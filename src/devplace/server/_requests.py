@@ -9,6 +9,7 @@ read or written, so a bad request changes nothing. The routes in `resources` and
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from devplace import errors
 from devplace.api import KindInfo, lookup_plural, parse_revision, validated
+from devplace.kubeapi import EVENTS_V1, events_fields, events_view, stored_event
 from devplace.store import parse_filters
 
 
@@ -31,6 +33,55 @@ class Target:
     api_version: str
     namespace: str | None
     name: str | None
+    kind_wide: bool = False
+    """The request comes from devplace's remote store (`store.STORE_CLIENT_HEADER`): it sees every group's objects."""
+
+    @property
+    def separate(self) -> bool:
+        """Whether this group shows only its own objects of the kind (`separate_groups`) to this request."""
+        return not self.kind_wide and separate_groups(self.info)
+
+    @property
+    def events_view(self) -> bool:
+        """Whether this is the `events.k8s.io/v1` view of Events (stored as `v1`, converted: `kubeapi.events`)."""
+        return self.info.kind == "Event" and self.api_version == EVENTS_V1
+
+    @property
+    def stored(self) -> Target:
+        """The target in the form objects are stored in (the `v1` Events behind the `events.k8s.io/v1` view)."""
+        return dataclasses.replace(self, api_version="v1") if self.events_view else self
+
+    def shown(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A stored object as this target shows it (converted for the `events.k8s.io/v1` view)."""
+        return events_view(obj) if self.events_view else obj
+
+    def to_store(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A body sent to this target in the form objects are stored in."""
+        return stored_event(body) if self.events_view and isinstance(body, dict) else body
+
+    def with_group(self, fields: str | None) -> str | None:
+        """A list or watch's field selector as the store reads it: narrowed to this group's objects when the kind's
+        groups are apart, and naming the stored fields for the `events.k8s.io/v1` view."""
+        if self.events_view:
+            return events_fields(fields)
+        if not self.separate:
+            return fields
+        own = f"apiVersion={self.api_version}"
+        return f"{fields},{own}" if fields else own
+
+    def check_group(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` (as stored) when it is an object of this group, else `NotFound` as for an object that does not
+        exist here (Kubernetes' words), saying where it is."""
+        stored = obj.get("apiVersion")
+        if self.separate and stored != self.api_version:
+            raise errors.NotFound(f"{self.resource} {_quoted(self.name)} not found (it is a {stored} {self.info.kind})")
+        return obj
+
+    @property
+    def resource(self) -> str:
+        """`configurations.akri.sh`, `pods`: the resource as Kubernetes names it in messages."""
+        group = self.api_version.rpartition("/")[0]
+        return f"{self.info.plural}.{group}" if group else self.info.plural
 
     @property
     def store_namespace(self) -> str:
@@ -45,10 +96,34 @@ class Target:
         return f"{self.info.kind} {ns}{self.name}" if self.name else self.info.kind
 
 
+VIEW_KINDS = frozenset({"Event"})
+"""Kinds whose groups are views of the same objects (Kubernetes' `v1` and `events.k8s.io/v1` Events, converted
+`server.conversions`); the other kinds served in several groups hold apart objects in each (`separate_groups`)."""
+
+
+def separate_groups(info: KindInfo) -> bool:
+    """Whether each group a kind is served in holds its own objects, as two CRDs of one kind on a cluster do
+    (Configuration and Instance in `akri.sh` and `devplace.io`): a list shows only the group's objects, a get,
+    write or delete of another group's object is 404. Names stay unique per kind across the groups (the store
+    keys objects by kind), so a create whose name another group's object holds is 409."""
+    return len(info.group_versions) > 1 and info.kind not in VIEW_KINDS
+
+
+def _quoted(name: str | None) -> str:
+    return '"' + str(name).replace('"', '\\"') + '"'
+
+
 def resolve(
-    api_version: str, plural: str, namespace: str | None, name: str | None, *, creating: bool = False
+    api_version: str,
+    plural: str,
+    namespace: str | None,
+    name: str | None,
+    *,
+    creating: bool = False,
+    kind_wide: bool = False,
 ) -> Target:
-    """The Target of a resource path, or `NotFound` when the kind, its group/version or its scope rule it out."""
+    """The Target of a resource path, or `NotFound` when the kind, its group/version or its scope rule it out.
+    `kind_wide`: the request is devplace's remote store's (`Target.kind_wide`)."""
     info = lookup_plural(plural)
     if api_version not in info.group_versions:
         raise errors.NotFound(
@@ -60,7 +135,7 @@ def resolve(
     if namespace is None and info.namespaced and (name is not None or creating):
         where = collection_path(info, api_version, "{namespace}")
         raise errors.NotFound(f"{info.kind} is namespaced: use {where}{'/' + name if name else ''}")
-    return Target(info, api_version, namespace, name)
+    return Target(info, api_version, namespace, name, kind_wide)
 
 
 def collection_path(info: KindInfo, api_version: str, namespace: str | None) -> str:
@@ -86,7 +161,8 @@ def prepare_write(
 
 
 def aligned_body(body: Mapping[str, Any], target: Target) -> dict[str, Any]:
-    """`body` with kind, apiVersion, namespace and name from the URL where it has none; refused where it disagrees."""
+    """`body` with kind, apiVersion, namespace and name from the URL where it has none; refused where it disagrees.
+    A cluster-scoped object's namespace is dropped, as Kubernetes drops it."""
     info = target.info
     obj = dict(body)
     obj.setdefault("kind", info.kind)
@@ -94,11 +170,20 @@ def aligned_body(body: Mapping[str, Any], target: Target) -> dict[str, Any]:
     kind = obj["kind"]
     if isinstance(kind, str) and kind and kind != info.kind:
         raise errors.Invalid.field("kind", f"{kind!r} does not match the resource {info.plural!r} ({info.kind})")
+    given = obj["apiVersion"]
+    if separate_groups(info) and given != target.api_version:  # each group holds its own objects
+        raise errors.Malformed.field(
+            "apiVersion",
+            f"the API version in the data ({str(given)[:100]}) does not match the expected API version "
+            f"({target.api_version})",
+        )
     meta = obj.get("metadata")
     if meta is None and target.name is not None:
         meta = {}
     if isinstance(meta, Mapping):
         meta = dict(meta)
+        if not info.namespaced:  # Kubernetes clears a cluster-scoped object's namespace (Akri's bindings set one)
+            meta.pop("namespace", None)
         in_url = {"namespace": target.namespace if info.namespaced else None, "name": target.name}
         for field, wanted in in_url.items():
             given = meta.get(field)
@@ -112,6 +197,20 @@ def aligned_body(body: Mapping[str, Any], target: Target) -> dict[str, Any]:
                 )
         obj["metadata"] = meta
     return obj
+
+
+def on_create(obj: dict[str, Any]) -> dict[str, Any]:
+    """What Kubernetes sets on a new object that its body leaves unset: a Pod's `status.phase` is `Pending` and a
+    Namespace's `Active` (their registries' PrepareForCreate). Unlike Kubernetes, a status the body gives is kept
+    (devplace's parts and the simulated kubelet create Pods with theirs); only a missing phase is set."""
+    phase = _CREATED_PHASES.get(str(obj.get("kind")))
+    status = obj.get("status")
+    if phase is None or (isinstance(status, Mapping) and status.get("phase")):
+        return obj
+    return {**obj, "status": {**(status if isinstance(status, Mapping) else {}), "phase": phase}}
+
+
+_CREATED_PHASES = {"Pod": "Pending", "Namespace": "Active"}
 
 
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
@@ -307,13 +406,19 @@ def query_timeout(raw: str | None) -> float | None:
     return float(value) if value else None
 
 
-def check_selectors(kind: str | None, namespace: str | None, query: Mapping[str, str]) -> None:
-    """Refuse a list or watch request's bad `labelSelector` (422) or `fieldSelector` before the store is asked.
+def check_selectors(
+    kind: str | None, namespace: str | None, query: Mapping[str, str], target: Target | None = None
+) -> None:
+    """Refuse a list or watch request's bad `labelSelector` (422) or `fieldSelector` before the store is asked
+    (the field selector as `target` reads it, `Target.with_group`).
 
     A field selector naming a field the kind does not support is a 400 `BadRequest` (Kubernetes' answer, "field
     label not supported"), with the cause naming `fieldSelector`."""
     parse_filters(kind, namespace, query.get("labelSelector") or None, None)
+    fields = query.get("fieldSelector") or None
+    if target is not None and target.events_view:
+        fields = events_fields(fields)
     try:
-        parse_filters(kind, namespace, None, query.get("fieldSelector") or None)
+        parse_filters(kind, namespace, None, fields)
     except errors.Invalid as e:
         raise errors.Malformed(e.message, e.fields) from e

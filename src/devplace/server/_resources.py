@@ -10,8 +10,10 @@ Verbs: POST create (201), GET read, GET list, GET list with `watch=1`, PUT updat
 resourceVersion must be current, else 409), DELETE. Every body must pass `devplace.api.normalize` and is stored as
 written (`api.manifests.validated`); names and namespaces in the URL must agree with the body; then the rules that
 need stored objects (`scheduler.admissions`: ResourceClass spec immutable, class references that exist and form no
-cycle). Objects come back as stored: an `akri.sh/v0` Configuration stays `akri.sh/v0` when read through the
-`devplace.io` path (both name one kind).
+cycle). The kinds whose validation compiles CEL selectors (`CEL_KINDS`: DeviceClass, ResourceClaim,
+ResourceClaimTemplate) are validated off the event loop: a 3 MiB body of distinct 10 KiB selectors takes seconds to
+compile and check, and other requests are answered meanwhile. Objects come back as stored: an `akri.sh/v0`
+Configuration stays `akri.sh/v0` when read through the `devplace.io` path (both name one kind).
 
 Reads: list and item GETs (and watches) answer a `meta.k8s.io` `Table` to a client that asks for one
 (`server.representations`; the columns are `kubeapi.tables`', those `devplace get` prints). Lists page with `limit` and
@@ -56,11 +58,14 @@ and a watch across every kind. The remote store backend uses them.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+import anyio.to_thread
+import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -76,6 +81,7 @@ from devplace.kubeapi import (
     WRITE_QUERY,
     Parameter,
     has_status,
+    is_builtin,
     manager_name,
     recorded,
     scale_of,
@@ -84,17 +90,20 @@ from devplace.kubeapi import (
 )
 from devplace.scheduler import admit_update, admit_write
 from devplace.server import _lists as lists
+from devplace.server import _namespaces as namespaces
 from devplace.server import _statuses as http_errors
 from devplace.server import _watches as watches
 from devplace.server._bodies import decode_body
 from devplace.server._representations import Representation, negotiate
 from devplace.server._requests import (
+    FieldValidation,
     Target,
     aligned_body,
     check_selectors,
     delete_options,
     dry_run,
     field_validation,
+    on_create,
     prepare_write,
     query_flag,
     query_revision,
@@ -104,6 +113,8 @@ from devplace.server._requests import (
 )
 from devplace.server._watches import NDJSON, WATCH_JSON
 from devplace.store import (
+    STORE_CLIENT_HEADER,
+    EncodedObject,
     Store,
     cas,
     key_fields,
@@ -113,11 +124,25 @@ from devplace.store import (
     stamp_updated,
 )
 
+DELETE_ATTEMPTS = 8
+"""Reads a DELETE that must see the object first (a uid precondition, a group check) makes while others write it."""
+
 DEFAULT_BOOKMARK_INTERVAL = 60.0
 """Seconds between BOOKMARK events on a watch that allows them (Kubernetes sends about one a minute)."""
 
 
 # -- documentation models (OpenAPI only; responses are built as plain dicts) ----------------------------------------
+
+
+async def prepared_write(
+    body: Mapping[str, Any], target: Target, *, validation: FieldValidation, warnings: list[str]
+) -> dict[str, Any]:
+    """`prepare_write`, in a worker thread for the kinds whose validation compiles CEL (`CEL_KINDS`, module
+    docstring): every write of them, create, update, patch or apply, so a heavy valid claim never stalls the loop."""
+    if target.info.kind not in CEL_KINDS:
+        return prepare_write(body, target, validation=validation, warnings=warnings)
+    prepare = functools.partial(prepare_write, body, target, validation=validation, warnings=warnings)
+    return await anyio.to_thread.run_sync(prepare)
 
 
 class KubeObject(BaseModel):
@@ -218,6 +243,10 @@ def _with_warnings(response: Response, warnings: list[str]) -> Response:
     return response
 
 
+CEL_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate"})
+"""Kinds whose validation compiles CEL selectors (`api.dra`), validated off the event loop (module docstring)."""
+
+
 def _check_resource_version(target: Target, expected: str | None, current: Mapping[str, Any]) -> None:
     """A write's precondition: `expected` (from the body) is the stored object's resourceVersion."""
     stored = str((current.get("metadata") or {}).get("resourceVersion"))
@@ -228,12 +257,104 @@ def _check_resource_version(target: Target, expected: str | None, current: Mappi
         )
 
 
+def _shown(target: Target, item: EncodedObject) -> EncodedObject:
+    """A listed object's JSON as `target` shows it (`Target.shown`)."""
+    return EncodedObject(item.namespace, item.name, orjson.dumps(target.shown(orjson.loads(item.body))))
+
+
+def _managed(body: Mapping[str, Any]) -> Any:
+    """The `managedFields` a write's body gives (None: none): a client may write them (`kubeapi.managedfields`)."""
+    meta = body.get("metadata")
+    return meta.get("managedFields") if isinstance(meta, Mapping) else None
+
+
 def _expected_version(body: Mapping[str, Any]) -> str | None:
     meta = body.get("metadata")
     raw = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
     if raw is None or raw == "":
         return None
     return str(query_revision("metadata.resourceVersion", str(raw)))
+
+
+def name_subject(state: Any, target: Target, name: Any) -> None:
+    """Record in a request's `state` the object its write names (the URL's group and kind, the object's name): a
+    422 from then on names it (`statuses.Subject`; the app's error handler reads it)."""
+    group = target.api_version.rpartition("/")[0]
+    state.subject = http_errors.Subject(group, target.info.kind, name if isinstance(name, str) else "")
+
+
+def _body_name(body: Mapping[str, Any]) -> Any:
+    meta = body.get("metadata")
+    return meta.get("name") if isinstance(meta, Mapping) else None
+
+
+def target_of(request: Request, *, creating: bool = False) -> Target:
+    """What a resource request's path addresses (`requests.resolve`), for devplace's remote store kind-wide."""
+    params = request.path_params
+    api_version = f"{params['group']}/{params['version']}" if "group" in params else str(params["version"])
+    kind_wide = request.headers.get(STORE_CLIENT_HEADER, "").strip().lower() == "kinds"
+    return resolve(
+        api_version,
+        params["plural"],
+        params.get("namespace"),
+        params.get("name"),
+        creating=creating,
+        kind_wide=kind_wide,
+    )
+
+
+async def other_group(store: Store, target: Target, obj: Mapping[str, Any]) -> str | None:
+    """The apiVersion of another group's object of the kind that holds `obj`'s name, or None (the groups keep apart
+    objects, `requests.separate_groups`, under one set of names per kind)."""
+    if not target.separate:
+        return None
+    kind, namespace, name = key_fields(obj)
+    try:
+        held = await store.get(kind, name, namespace)
+    except errors.NotFound:
+        return None
+    stored = held.get("apiVersion")
+    return str(stored) if stored != target.api_version else None
+
+
+async def taken(store: Store, target: Target, obj: Mapping[str, Any]) -> errors.AlreadyExists:
+    """Kubernetes' 409 for a create whose name is taken, naming the group of the object that holds it when that is
+    another group (`other_group`)."""
+    name = key_fields(obj)[2]
+    message = f"{target.resource} {json.dumps(name)} already exists"
+    held_as = await other_group(store, target, obj)
+    if held_as is not None:
+        message += f" as a {held_as} {target.info.kind} (devplace keeps one name per kind across its groups)"
+    return errors.AlreadyExists(message)
+
+
+RETURNS_DELETED = frozenset(
+    {
+        "Namespace",
+        "Pod",
+        "Service",
+        "ServiceAccount",
+        "PersistentVolumeClaim",
+        "ResourceClaim",
+        "ResourceClaimTemplate",
+    }
+)
+"""Built-in kinds whose DELETE answers the object (Kubernetes' registries that return it: graceful deletion, a
+Namespace while it terminates, ...); every other built-in kind answers a `Status`, and custom resources answer the
+object."""
+
+
+def deleted_answer(target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+    """What a DELETE answers, as Kubernetes does (`RETURNS_DELETED`): the object, or a `Status` of `Success` whose
+    details name it (`kind` is the resource, as Kubernetes writes it). devplace's remote store always gets the object
+    (`Target.kind_wide`: the Store protocol's delete returns it)."""
+    if target.kind_wide or not is_builtin(target.api_version) or target.info.kind in RETURNS_DELETED:
+        return obj
+    meta = obj.get("metadata") or {}
+    group = target.api_version.rpartition("/")[0]
+    details: dict[str, Any] = {"name": meta.get("name"), **({"group": group} if group else {})}
+    details.update(kind=target.info.plural, uid=meta.get("uid"))
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
 class _Routes:
@@ -246,9 +367,7 @@ class _Routes:
 
     @staticmethod
     def _target(request: Request, *, creating: bool = False) -> Target:
-        params = request.path_params
-        api_version = f"{params['group']}/{params['version']}" if "group" in params else str(params["version"])
-        return resolve(api_version, params["plural"], params.get("namespace"), params.get("name"), creating=creating)
+        return target_of(request, creating=creating)
 
     async def _body(self, request: Request) -> dict[str, Any]:
         return decode_body(await request.body(), request.headers.get("content-type"))
@@ -259,8 +378,10 @@ class _Routes:
         target = self._target(request)
         query = request.query_params
         kind, namespace = target.info.kind, target.list_namespace
-        check_selectors(kind, namespace, query)
-        selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
+        check_selectors(kind, namespace, query, target)
+        if kind == "Namespace":
+            await namespaces.ensure_default(self.store)
+        selector, fields = query.get("labelSelector") or None, target.with_group(query.get("fieldSelector") or None)
         shown = negotiate(request.headers.get("accept"), query.get("includeObject"))
         if shown is None:
             return _not_acceptable(request.headers.get("accept"))
@@ -280,7 +401,12 @@ class _Routes:
         if options.continue_from is not None:
             await self._check_continuable(kind, namespace, selector, fields, options.continue_from.revision)
         metadata = lists.list_metadata(page, options, selected=selector is not None or fields is not None)
-        body = shown.list_chunks(kind, target.api_version, page.items, metadata, self.clock.now())
+        items = page.items
+        if target.events_view and shown.table is None:  # the view's form; a Table's rows read the stored form
+            items = [
+                EncodedObject(i.namespace, i.name, orjson.dumps(target.shown(orjson.loads(i.body)))) for i in items
+            ]
+        body = shown.list_chunks(kind, target.api_version, items, metadata, self.clock.now())
         return StreamingResponse(body, media_type="application/json")
 
     async def _check_continuable(
@@ -315,6 +441,8 @@ class _Routes:
             raise errors.Invalid.field("sendInitialEvents", "is not supported: list, then watch from the list")
         media_type = watches.watch_media_type(request.headers.get("accept"), store_protocol=target is None)
         selector, fields = query.get("labelSelector") or None, query.get("fieldSelector") or None
+        if target is not None:
+            fields = target.with_group(fields)
         initial = None
         if target is not None and kind is not None and media_type == WATCH_JSON and not since:
             first = await self.store.list_page(
@@ -330,6 +458,12 @@ class _Routes:
             def render(obj: dict[str, Any], first: bool) -> dict[str, Any]:
                 return shown.item_body(table_kind, obj, self.clock.now(), definitions=first)
 
+        elif target is not None and target.events_view:
+            view = target
+
+            def render(obj: dict[str, Any], first: bool) -> dict[str, Any]:
+                return view.shown(obj)
+
         bookmarks = None
         if query_flag("allowWatchBookmarks", query.get("allowWatchBookmarks")) and target is not None:
             api_version = target.api_version
@@ -344,7 +478,11 @@ class _Routes:
         shown = negotiate(request.headers.get("accept"), request.query_params.get("includeObject"))
         if shown is None:
             return _not_acceptable(request.headers.get("accept"))
-        obj = await self.store.get(target.info.kind, target.name, target.store_namespace)
+        if target.info.kind == "Namespace":
+            await namespaces.ensure_default(self.store)
+        obj = target.check_group(await self.store.get(target.info.kind, target.name, target.store_namespace))
+        if shown.table is None:
+            obj = target.shown(obj)
         return JSONResponse(shown.item_body(target.info.kind, obj, self.clock.now()))
 
     # -- writes -----------------------------------------------------------------------------------------------------
@@ -355,12 +493,21 @@ class _Routes:
         dry = dry_run(query.getlist("dryRun"))
         warnings: list[str] = []
         validation = field_validation(query.get("fieldValidation"))
-        obj = prepare_write(await self._body(request), target, validation=validation, warnings=warnings)
+        body = target.to_store(await self._body(request))
+        name_subject(request.state, target, _body_name(body))
+        obj = on_create(await prepared_write(body, target.stored, validation=validation, warnings=warnings))
         manager = manager_name(query.get("fieldManager"), request.headers.get("user-agent"))
-        obj = recorded(None, obj, manager=manager, api_version=target.api_version, now=self.clock.now())
+        obj = recorded(
+            None, obj, manager=manager, api_version=target.api_version, now=self.clock.now(), requested=_managed(body)
+        )
         await admit_write(self.store, obj, creating=True)
-        created = await self._dry_create(obj) if dry else await self.store.create(obj)
-        return _with_warnings(JSONResponse(created, status_code=201), warnings)
+        if target.info.namespaced:
+            await namespaces.check_creatable(self.store, key_fields(obj)[1])
+        try:
+            created = await self._dry_create(obj) if dry else await self.store.create(obj)
+        except errors.AlreadyExists as e:
+            raise await taken(self.store, target, obj) from e
+        return _with_warnings(JSONResponse(target.shown(created), status_code=201), warnings)
 
     async def _dry_create(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What a create would store, without storing it: 409 if the name is taken; no resourceVersion."""
@@ -375,24 +522,30 @@ class _Routes:
 
     async def item_put(self, request: Request) -> Response:
         target = self._target(request)
+        name_subject(request.state, target, target.name)
         query = request.query_params
         dry = dry_run(query.getlist("dryRun"))
         warnings: list[str] = []
         validation = field_validation(query.get("fieldValidation"))
-        obj = prepare_write(await self._body(request), target, validation=validation, warnings=warnings)
+        body = target.to_store(await self._body(request))
+        obj = await prepared_write(body, target.stored, validation=validation, warnings=warnings)
         manager = manager_name(query.get("fieldManager"), request.headers.get("user-agent"))
         try:  # managedFields: what this update changed is now the manager's (kubeapi.managedfields)
             old = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
         except errors.NotFound:
             old = None
-        obj = recorded(old, obj, manager=manager, api_version=target.api_version, now=self.clock.now())
+        if old is not None:
+            target.check_group(old)
+        obj = recorded(
+            old, obj, manager=manager, api_version=target.api_version, now=self.clock.now(), requested=_managed(body)
+        )
         await admit_write(self.store, obj, creating=False)
         if dry:
             current = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
             expected = str(resource_version_of(obj))
             _check_resource_version(target, expected, current)
-            return _with_warnings(JSONResponse(stamp_updated(current, obj, int(expected))), warnings)
-        return _with_warnings(JSONResponse(await self.store.update(obj)), warnings)
+            return _with_warnings(JSONResponse(target.shown(stamp_updated(current, obj, int(expected)))), warnings)
+        return _with_warnings(JSONResponse(target.shown(await self.store.update(obj))), warnings)
 
     async def item_delete(self, request: Request) -> Response:
         target = self._target(request)
@@ -403,28 +556,41 @@ class _Routes:
         options = delete_options(body, query, query.getlist("dryRun"))
         pre = options.preconditions
         kind, name, ns = target.info.kind, target.name, target.store_namespace
-        rv = pre.resource_version
-        if pre.uid is not None or options.dry_run:
-            current = await self.store.get(kind, name, ns)
+        if kind == "Namespace" and not options.dry_run and pre.uid is None:  # with everything in it
+            gone = await namespaces.delete_namespace(self.store, name, resource_version=pre.resource_version)
+            return JSONResponse(deleted_answer(target, gone))
+        if pre.uid is None and not options.dry_run and not target.separate:
+            gone = await self.store.delete(kind, name, ns, resource_version=pre.resource_version)
+            return JSONResponse(deleted_answer(target, gone))
+        for attempt in range(DELETE_ATTEMPTS):  # the object must be read first: its uid, or its group
+            current = target.check_group(await self.store.get(kind, name, ns))
             meta = current["metadata"]
             if pre.uid is not None and meta.get("uid") != pre.uid:
                 raise errors.Conflict(
                     f"{target.describe()}: precondition failed: uid {pre.uid} does not match {meta.get('uid')}"
                 )
+            rv = pre.resource_version
             if rv is not None and rv != meta.get("resourceVersion"):
                 raise errors.Conflict(
                     f"{target.describe()}: precondition failed: resourceVersion {rv} is stale "
                     f"(current is {meta.get('resourceVersion')})"
                 )
             if options.dry_run:
-                return JSONResponse(current)
-            rv = str(meta.get("resourceVersion"))
-        return JSONResponse(await self.store.delete(kind, name, ns, resource_version=rv))
+                return JSONResponse(deleted_answer(target, current))
+            try:  # deleted only as read (what was checked is what goes); a write meanwhile: read again
+                gone = await self.store.delete(kind, name, ns, resource_version=str(meta.get("resourceVersion")))
+            except errors.Conflict:
+                if rv is not None or attempt == DELETE_ATTEMPTS - 1:
+                    raise
+                continue
+            return JSONResponse(deleted_answer(target, gone))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- subresources -----------------------------------------------------------------------------------------------
 
     def _subresource_target(self, request: Request, subresource: str) -> Target:
         target = self._target(request)
+        name_subject(request.state, target, target.name)
         kind = target.info.kind
         served = has_status(kind) if subresource == "status" else kind in SCALE_KINDS
         if not served:
@@ -436,7 +602,8 @@ class _Routes:
 
     async def status_get(self, request: Request) -> Response:
         target = self._subresource_target(request, "status")
-        return JSONResponse(await self.store.get(target.info.kind, str(target.name), target.store_namespace))
+        obj = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
+        return JSONResponse(target.check_group(obj))
 
     async def status_put(self, request: Request) -> Response:
         """Replace `status` only (module docstring), by compare-and-swap."""
@@ -448,6 +615,7 @@ class _Routes:
         record = self._recorder(request, target, "status")
 
         def decide(current: dict[str, Any]) -> dict[str, Any]:
+            target.check_group(current)
             _check_resource_version(target, expected, current)
             new = record(current, with_field_validation(with_status(current, incoming), validation, warnings))
             admit_update(current, new)
@@ -459,7 +627,7 @@ class _Routes:
     async def scale_get(self, request: Request) -> Response:
         target = self._subresource_target(request, "scale")
         obj = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
-        return JSONResponse(scale_of(obj))
+        return JSONResponse(scale_of(target.check_group(obj)))
 
     async def scale_put(self, request: Request) -> Response:
         """Set `spec.replicas` from a `Scale` (`kubectl scale`), by compare-and-swap; answers the new Scale."""
@@ -469,6 +637,7 @@ class _Routes:
         record = self._recorder(request, target, "scale")
 
         def decide(current: dict[str, Any]) -> dict[str, Any]:
+            target.check_group(current)
             _check_resource_version(target, expected, current)
             new = record(current, validated(with_scale(current, scale)))
             admit_update(current, new)

@@ -28,15 +28,41 @@ field causes) and the EMCO-style fleet API under /v2 (`Invalid` -> 400 "Invalid 
 | UnsupportedMediaType    |        415 |  415 |
 
 A `Conflict` that names fields (a server-side apply conflict) lists them as `FieldManagerConflict` causes.
+
+An `Invalid` answered with 422 about an object a write names (`Subject`: the URL's group and kind, the object's
+name) is shaped as Kubernetes' `NewInvalid`: `details` carries `name`, `group` and `kind` beside the causes (empty
+ones left out, as Kubernetes omits them), and the message reads `<Kind>[.<group>] "<name>" is invalid: <field>:
+<reason>` (several fields: `[a: x, b: y]`), so kubectl prints `The <Kind> "<name>" is invalid: <field>: <reason>`.
+Only one that names fields: kubectl prints no message beside a kind and name, so a whole-input `Invalid` keeps the
+plain shape (kubectl: `The request is invalid: <message>`).
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from devplace import errors
 
 Dialect = Literal["kubernetes", "emco"]
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The object a write names: its API group ("" for the core group), kind and name ("" when not given)."""
+
+    group: str
+    kind: str
+    name: str
+
+    def invalid(self, fields: tuple[errors.FieldError, ...]) -> str:
+        """Kubernetes' message for an invalid object (module docstring)."""
+        reasons = list(dict.fromkeys(str(f) for f in fields))
+        listed = reasons[0] if len(reasons) == 1 else f"[{', '.join(reasons)}]"
+        qualified = f"{self.kind}.{self.group}" if self.group else self.kind
+        return f"{qualified} {json.dumps(self.name, ensure_ascii=False)} is invalid: {listed}"
+
 
 _CODES: dict[type[errors.DevplaceError], tuple[int, int]] = {
     errors.Malformed: (400, 422),
@@ -64,8 +90,11 @@ def http_status(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> i
     return 500
 
 
-def status_body(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> dict[str, Any]:
-    """A Kubernetes `Status` object (both dialects use it; EMCO clients read `message`)."""
+def status_body(
+    err: errors.DevplaceError, dialect: Dialect = "kubernetes", subject: Subject | None = None
+) -> dict[str, Any]:
+    """A Kubernetes `Status` object (both dialects use it; EMCO clients read `message`); `subject` is the object the
+    request names, if any (it shapes a 422, module docstring)."""
     code = http_status(err, dialect)
     message = err.message
     if dialect == "emco" and type(err) is errors.Invalid:
@@ -81,9 +110,12 @@ def status_body(err: errors.DevplaceError, dialect: Dialect = "kubernetes") -> d
     if isinstance(err, errors.TooManyRequests):
         body["details"] = {"retryAfterSeconds": err.retry_after}
     if isinstance(err, errors.Invalid) and err.fields:
-        body["details"] = {
-            "causes": [{"field": f.path, "message": f.reason, "reason": "FieldValueInvalid"} for f in err.fields]
-        }
+        causes = [{"field": f.path, "message": f.reason, "reason": "FieldValueInvalid"} for f in err.fields]
+        body["details"] = {"causes": causes}
+        if subject is not None and code == 422 and dialect == "kubernetes":
+            named = {"name": subject.name, "group": subject.group, "kind": subject.kind}
+            body["details"] = {**{k: v for k, v in named.items() if v}, "causes": causes}
+            body["message"] = subject.invalid(err.fields)
     if isinstance(err, errors.Conflict) and err.fields:
         body["details"] = {
             "causes": [{"field": f.path, "message": f.reason, "reason": "FieldManagerConflict"} for f in err.fields]

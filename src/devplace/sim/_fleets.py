@@ -58,7 +58,7 @@ from devplace.controller import ClassMatcher, Controller
 from devplace.discovery import HandlerRegistry, World, builtin_registry
 from devplace.scheduler import ADMISSION, POD_SCHEDULED, Scheduler, Strategy
 from devplace.sim._kubelets import SimKubelet
-from devplace.store import Store, apply_object, open_store
+from devplace.store import EventRecorder, InformerSet, Store, apply_object, open_store
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,7 @@ class Fleet:
         if self._store is None:
             assert isinstance(self._store_spec, str)
             self._store = open_store(self._store_spec, clock=self.clock)
+        InformerSet.of(self._store, wide=True)  # every part lives here: one list and one watch per kind
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="dpsim-", dir="/tmp"))
         self._root.mkdir(parents=True, exist_ok=True)
@@ -307,6 +308,7 @@ class Fleet:
             resource_prefix=self.resource_prefix,
             contention_clock=SystemClock(),
             advertised_only=True,
+            events=EventRecorder(store, "devplace-scheduler", clock),
         )
 
     def _new_controller(self, store: Store, clock: FakeClock) -> Controller:
@@ -319,6 +321,7 @@ class Fleet:
             pending_grace=self.pending_grace,
             class_matches=matcher,
             contention_clock=SystemClock(),
+            events=EventRecorder(store, "devplace-controller", clock),
         )
         matcher.bind(controller)
         return controller

@@ -78,6 +78,12 @@ from devplace.api import (
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
+STORE_CLIENT_HEADER = "X-Devplace-Store"
+"""Sent (value `kinds`) on every request of the `remote` backend. A store addresses kinds, not API groups, so the
+API server answers such a request with the objects of every group a kind is served in (a Kubernetes client sees, at
+each group, only that group's objects) and a DELETE with the object deleted (Kubernetes answers a `Status` for most
+built-in kinds): what the Store protocol promises."""
+
 MAX_OBJECT_BYTES = 1_572_864  # 1.5 MiB of encoded JSON: etcd's default request limit, hence Kubernetes' object limit
 DEFAULT_HISTORY_BYTES = 64 * 1024 * 1024  # encoded events kept for watch replay (besides a count limit)
 

@@ -1,40 +1,55 @@
-"""Informers: a typed, indexed, always-current cache of one kind, filled by list -> watch -> relist on `Gone`.
+"""Informers: typed, indexed, always-current caches of one kind, filled by list -> watch -> relist on `Gone`, and
+shared: one list and one watch per (kind, namespace, selectors) per process, however many parts read it.
 
 Every control loop (agent, simulated kubelet, controller, scheduler) needs the same thing: the objects of a few kinds,
-parsed once, looked up by key and by index, and a callback when one changes. An `Informer` is that, for one
-(kind, namespace, label selector, field selector); the filters are applied by the store (on the server for the
-remote backend), so an agent's Pod informer with `spec.nodeName=<node>` never receives another node's Pods.
+parsed once, looked up by key and by index, and a callback when one changes. Two layers give it:
+
+- a `Feed` lists and watches one (kind, namespace, label selector, field selector) and holds the raw objects, their
+  revisions and the tombstones of deletions: the freshness rules below live here, once;
+- an `Informer` is one consumer's view of a feed: its own parse (typed values), its own indexes and handlers.
+
+An `InformerSet` holds the feeds of one store object (`InformerSet.of(store)`): every `Informer` built over that store
+joins the feed of its key, so in one process (one `Fleet`, or a daemon running the controller and the scheduler) each
+kind is listed and watched once and its raw objects are held once. A *wide* set (`wide=True`, what `Fleet` uses, since
+every part of a simulated cluster lives in one process) keeps one feed per kind and applies each view's namespace and
+selectors itself, so even the per-node field-selected Pod informers share one watch; a narrow set (the default, right
+for a node agent alone in its process) lets the store filter, so an agent's Pod informer with `spec.nodeName=<node>`
+never receives another node's Pods.
 
 Freshness: an entry is replaced only by a newer revision. Store revisions are global and monotonic, so "newer" is well
-defined across watch events, relists and the results of the owner's own writes (`record`), whichever arrives
-first; a deletion leaves a tombstone (bounded) so a late, older write result cannot resurrect a deleted object.
-A listing at a revision below one the cache has seen means the store was reset (a server restarted on a fresh memory
-store answers the watch with `Gone`, the informer relists): its revisions say nothing against the old ones, so that
-listing replaces the cache outright.
+defined across watch events, relists and the results of the owners' own writes (`record`, which every view of the
+feed then sees), whichever arrives first; a deletion leaves a tombstone (bounded) so a late, older write result cannot
+resurrect a deleted object. A listing at a revision below one the feed has seen means the store was reset (a server
+restarted on a fresh memory store answers the watch with `Gone`, the feed relists): its revisions say nothing against
+the old ones, so that listing replaces the cache outright.
 
-Parsing: `parse(obj, previous)` turns a wire dict into the cached value (`previous` is the entry it replaces, for
+Parsing: `parse(obj, previous)` turns a wire dict into a view's value (`previous` is the entry it replaces, for
 parsers that reuse unchanged parts). An object that does not parse (`errors.Invalid`, `KeyError`, `TypeError`,
-`ValueError`) is treated as absent and logged once per distinct reason: never trusted, never fatal.
+`ValueError`) is absent from that view and logged once per distinct reason: never trusted, never fatal. Views with the
+default parse share the feed's dicts; nobody mutates them.
 
-Change handlers run synchronously on the event loop after the cache has changed, in subscription order, with a
+Change handlers run synchronously on the event loop after the view has changed, in subscription order, with a
 `Change(key, old, new)`; a handler that raises is logged and the others still run (a bug in one consumer must not
 stop the cache). Handlers must not await: they mark work for the owner's loops.
 
-Failure semantics (`run`): `Gone` relists at once; any other store error is logged and the informer relists after a
-pause (real time: it waits on I/O). `run` never returns; run it under a `Supervisor` loop, which also restarts it if
-a bug escapes. `synced` is set once the first listing is in the cache and stays set across relists.
+Failure semantics (`run`): a view's `run` keeps its feed running (the first starts the feed's one list/watch task, the
+last to stop cancels it) and never returns; run it under a `Supervisor` loop, which restarts it if a bug escapes. In
+the feed, `Gone` relists at once; any other store error is logged and the feed relists after a pause (real time: it
+waits on I/O). `synced` is set once the first listing is in the view and stays set across relists; a view made over a
+feed that is already synced starts with its objects, synced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from devplace import errors
-from devplace.store._base import Store
+from devplace.store._base import Filters, Store, parse_filters
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +60,8 @@ ObjKey = tuple[str, str]
 Parse = Callable[[dict[str, Any], Any], T]
 Handler = Callable[["Change[T]"], None]
 IndexFn = Callable[[T], Iterable[Hashable]]
+FeedKey = tuple[str, str | None, str | None, str | None]
+"""(kind, namespace, label selector, field selector) of one list/watch."""
 
 _TOMBSTONES = 50_000
 _UNPARSABLE = (errors.Invalid, KeyError, TypeError, ValueError)
@@ -76,8 +93,199 @@ class Change(Generic[T]):
     new: T | None
 
 
+class InformerSet:
+    """The feeds of one store object in this process (module docstring). `of(store)` finds or makes it."""
+
+    _sets: ClassVar[weakref.WeakKeyDictionary[Any, InformerSet]] = weakref.WeakKeyDictionary()
+
+    def __init__(self, store: Store, *, wide: bool = False, shared: bool = True) -> None:
+        self.store = store
+        self.wide = wide
+        """One feed per kind, each view filtering for itself (set before the informers are made)."""
+        self.shared = shared
+        """False: every view gets a feed of its own, as if each part ran alone in its process (what a test that
+        records which part asks for what needs); `wide` is then ignored."""
+        self.feeds: dict[FeedKey, Feed] = {}
+        self.lists: dict[str, int] = {}
+        """Lists made, by kind (for tests and benches: what sharing saves)."""
+        self.watches: dict[str, int] = {}
+        """Watches opened, by kind."""
+
+    @classmethod
+    def of(cls, store: Store, *, wide: bool | None = None, shared: bool | None = None) -> InformerSet:
+        """The set of `store` (made on first use); `wide` or `shared` given changes it for the feeds made from now
+        on."""
+        found = cls._sets.get(store)
+        if found is None:
+            found = cls._sets[store] = InformerSet(store)
+        if wide is not None:
+            found.wide = wide
+        if shared is not None:
+            found.shared = shared
+        return found
+
+    def feed(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        fields: str | None = None,
+        *,
+        retry_pause: tuple[float, float] = (0.05, 2.0),
+    ) -> Feed:
+        if not self.shared:
+            return Feed(self, (kind, namespace, selector or None, fields or None), retry_pause)
+        key: FeedKey = (kind, None, None, None) if self.wide else (kind, namespace, selector or None, fields or None)
+        found = self.feeds.get(key)
+        if found is None:
+            found = self.feeds[key] = Feed(self, key, retry_pause)
+        return found
+
+
+class Feed:
+    """One list/watch: the raw objects, their revisions and tombstones, fanned out to its views (module docstring)."""
+
+    def __init__(self, owner: InformerSet, key: FeedKey, retry_pause: tuple[float, float]) -> None:
+        self.owner = owner
+        self.store = owner.store
+        self.kind, self.namespace, self.selector, self.fields = key
+        self._retry_pause = retry_pause
+        self.objects: dict[ObjKey, dict[str, Any]] = {}
+        self._revisions: dict[ObjKey, int] = {}
+        self._tombstones: dict[ObjKey, int] = {}
+        self.views: list[Informer[Any]] = []
+        self.synced = False
+        self.revision = 0
+        """The newest store revision this feed reflects (a listing's, or the last watch event's)."""
+        self._task: asyncio.Task[None] | None = None
+        self._runners = 0
+
+    def resource_version(self, key: ObjKey) -> int | None:
+        return self._revisions.get(key)
+
+    # -- updates, fanned out -----------------------------------------------------------------------------------
+
+    def _fresh(self, key: ObjKey, rv: int) -> bool:
+        return rv > self._revisions.get(key, -1) and rv > self._tombstones.get(key, -1)
+
+    def record(self, obj: Mapping[str, Any], deleted: bool, origin: Informer[Any] | None, parsed: Any) -> bool:
+        key = obj_key_of(obj)
+        rv = revision_of(obj)
+        if not self._fresh(key, rv):
+            return False
+        if deleted:
+            self._delete(key, rv)
+        else:
+            self._put(key, dict(obj), rv, origin, parsed)
+        return True
+
+    def forget(self, key: ObjKey) -> None:
+        if key in self.objects or key in self._revisions:
+            self._delete(key, self._revisions.get(key, -1))
+
+    def _put(
+        self, key: ObjKey, obj: dict[str, Any], rv: int, origin: Informer[Any] | None = None, parsed: Any = None
+    ) -> None:
+        self._revisions[key] = rv
+        self.objects[key] = obj
+        for view in list(self.views):
+            view._take(key, obj, rv, parsed if view is origin else None)
+
+    def _delete(self, key: ObjKey, rv: int) -> None:
+        self._revisions.pop(key, None)
+        self._tombstones[key] = max(rv, self._tombstones.get(key, -1))
+        if len(self._tombstones) > _TOMBSTONES:
+            for old_key in sorted(self._tombstones, key=self._tombstones.__getitem__)[: _TOMBSTONES // 2]:
+                del self._tombstones[old_key]
+        self.objects.pop(key, None)
+        for view in list(self.views):
+            view._drop(key)
+
+    def replace(self, items: Iterable[Mapping[str, Any]], revision: int) -> None:
+        """A relist: the feed becomes `items` as of `revision`, keeping only entries newer than the listing (own
+        writes that landed after it); a listing from a store that was reset replaces it all."""
+        if revision < self.revision:  # the store went back in time: nothing cached compares with its revisions
+            self._tombstones.clear()
+            self._revisions = dict.fromkeys(self._revisions, -1)
+            self.revision = revision
+        seen: set[ObjKey] = set()
+        for obj in items:
+            key = obj_key_of(obj)
+            seen.add(key)
+            rv = revision_of(obj)
+            self._tombstones.pop(key, None)
+            if self._revisions.get(key, -1) >= rv:
+                for view in self.views:
+                    view._retry_invalid(key, self.objects.get(key), rv)
+                continue  # unchanged, or the cache holds a newer write of ours
+            self._put(key, dict(obj), rv)
+        for key in [k for k in set(self.objects) | set(self._revisions) if k not in seen]:
+            if self._revisions.get(key, -1) > revision:
+                continue  # written after the listing: the watch will say more
+            self._delete(key, revision)
+        self.revision = max(self.revision, revision)
+        if not self.synced:
+            self.synced = True
+            for view in self.views:
+                view.synced.set()
+
+    # -- the loop ------------------------------------------------------------------------------------------------
+
+    async def list_once(self) -> int:
+        """List into the feed (and so into every view); returns the listing's revision."""
+        self.owner.lists[self.kind] = self.owner.lists.get(self.kind, 0) + 1
+        listing = await self.store.list(self.kind, self.namespace, self.selector, fields=self.fields)
+        self.replace(listing.items, listing.revision)
+        return listing.revision
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def run_for_view(self) -> None:
+        """Keep the feed's one list/watch task running while any view runs; the last view to stop cancels it."""
+        self._runners += 1
+        try:
+            if self._task is None or self._task.done():
+                starter = asyncio.current_task()  # the feed's task is named after the first view's (its part's)
+                name = f"{starter.get_name() if starter is not None else ''}: feed {self.kind}"
+                self._task = asyncio.get_running_loop().create_task(self._run(), name=name)
+            await asyncio.shield(self._task)
+        finally:
+            self._runners -= 1
+            if self._runners == 0 and self._task is not None:
+                self._task.cancel()
+                self._task = None
+
+    async def _run(self) -> None:
+        """List, then watch; relist on `Gone` at once, on other store errors after a growing pause. Never returns."""
+        pause = self._retry_pause[0]
+        revision: int | None = None
+        while True:
+            try:
+                if revision is None:
+                    revision = await self.list_once()
+                self.owner.watches[self.kind] = self.owner.watches.get(self.kind, 0) + 1
+                async with self.store.watch(
+                    self.kind, self.namespace, since=revision, selector=self.selector, fields=self.fields
+                ) as events:
+                    async for event in events:
+                        revision = event.revision
+                        self.revision = event.revision
+                        self.record(event.object, event.type == "DELETED", None, None)
+                        pause = self._retry_pause[0]
+                    revision = None  # a watch that ends without an error: list again
+            except errors.Gone:
+                revision = None
+            except errors.DevplaceError as e:
+                log.warning("%s feed: %s; relisting in %.2fs", self.kind, e, pause)
+                revision = None
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, self._retry_pause[1])
+
+
 class Informer(Generic[T]):
-    """A cache of one kind kept current from the store (see the module docstring)."""
+    """One consumer's typed, indexed view of a shared feed (see the module docstring)."""
 
     def __init__(
         self,
@@ -99,10 +307,7 @@ class Informer(Generic[T]):
         self.fields = fields
         self.name = name or kind
         self._parse = parse
-        self._retry_pause = retry_pause
         self._items: dict[ObjKey, T] = {}
-        self._revisions: dict[ObjKey, int] = {}
-        self._tombstones: dict[ObjKey, int] = {}
         self._invalid: dict[ObjKey, str] = {}
         self._index_fns: dict[str, IndexFn[T]] = dict(indexes or {})
         self._indexes: dict[str, dict[Hashable, set[ObjKey]]] = {name: {} for name in self._index_fns}
@@ -110,8 +315,24 @@ class Informer(Generic[T]):
         self._sorted: dict[tuple[str, Hashable], list[ObjKey]] = {}  # index buckets in key order, built on demand
         self._handlers: list[Handler[T]] = []
         self.synced = asyncio.Event()
-        self.revision = 0
-        """The newest store revision this cache reflects (a listing's, or the last watch event's)."""
+        self._feed = InformerSet.of(store).feed(kind, namespace, selector, fields, retry_pause=retry_pause)
+        wide = (self._feed.namespace, self._feed.selector, self._feed.fields) != (namespace, selector, fields or None)
+        self._filters: Filters | None = parse_filters(None, namespace, selector, fields) if wide else None
+        self._feed.views.append(self)
+        for key, obj in list(self._feed.objects.items()):
+            self._take(key, obj, self._feed._revisions.get(key, 0), None)
+        if self._feed.synced:
+            self.synced.set()
+
+    @property
+    def revision(self) -> int:
+        """The newest store revision this cache reflects (its feed's)."""
+        return self._feed.revision
+
+    def close(self) -> None:
+        """Leave the feed (a view made for a while: the agent's per-object sources)."""
+        if self in self._feed.views:
+            self._feed.views.remove(self)
 
     # -- reads -------------------------------------------------------------------------------------------------
 
@@ -149,7 +370,8 @@ class Informer(Generic[T]):
         return found
 
     def resource_version(self, namespace: str, name: str) -> int | None:
-        return self._revisions.get((namespace, name))
+        key = (namespace, name)
+        return self._feed.resource_version(key) if key in self._items or key in self._invalid else None
 
     # -- subscriptions -----------------------------------------------------------------------------------------
 
@@ -172,59 +394,58 @@ class Informer(Generic[T]):
 
     # -- updates -----------------------------------------------------------------------------------------------
 
-    def _fresh(self, key: ObjKey, rv: int) -> bool:
-        return rv > self._revisions.get(key, -1) and rv > self._tombstones.get(key, -1)
-
     def record(self, obj: Mapping[str, Any], *, deleted: bool = False, parsed: T | None = None) -> bool:
-        """Take in the result of the owner's own write (or a fresh read): applied when newer than what is cached.
+        """Take in the result of the owner's own write (or a fresh read): applied when newer than what is cached,
+        for every view of the feed.
 
-        `parsed`, when given, is cached as is (the owner built it; nothing is parsed again). Returns whether the
-        cache changed. A deleted object is recorded with `deleted=True` and its deletion's resourceVersion.
+        `parsed`, when given, is cached as is in this view (the owner built it; nothing is parsed again). Returns
+        whether the cache changed. A deleted object is recorded with `deleted=True` and its deletion's revision.
         """
-        key = obj_key_of(obj)
-        rv = revision_of(obj)
-        if not self._fresh(key, rv):
-            return False
-        if deleted:
-            self._delete(key, rv)
-        else:
-            self._put(key, obj, rv, parsed)
-        return True
+        return self._feed.record(obj, deleted, self, parsed)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop an object a read showed to be gone (no revision known: the tombstone is the cached one's)."""
-        key = (namespace, name)
-        if key in self._items or key in self._revisions:
-            self._delete(key, self._revisions.get(key, -1))
+        self._feed.forget((namespace, name))
 
-    def _put(self, key: ObjKey, obj: Mapping[str, Any], rv: int, parsed: T | None = None) -> None:
+    def apply_event(self, type_: str, obj: Mapping[str, Any]) -> None:
+        """One watch event (also used by tests and by owners that read an object themselves)."""
+        self.record(obj, deleted=type_ == "DELETED")
+
+    def replace(self, items: Iterable[Mapping[str, Any]], revision: int) -> None:
+        """A relist of the feed (see `Feed.replace`)."""
+        self._feed.replace(items, revision)
+
+    def _take(self, key: ObjKey, obj: dict[str, Any], rv: int, parsed: T | None) -> None:
+        """The feed has a newer `obj` for `key`: parse it into this view (or drop it when it left the filter)."""
+        if self._filters is not None and not self._filters.matches(obj):
+            self._drop(key)
+            return
         old = self._items.get(key)
         if parsed is None:
             try:
-                parsed = self._parse(dict(obj), old)
+                parsed = self._parse(obj, old)
             except _UNPARSABLE as e:
                 reason = getattr(e, "message", None) or str(e)
                 if self._invalid.get(key) != reason:
                     self._invalid[key] = reason
                     log.warning("ignoring %s %s/%s: %s", self.kind, key[0], key[1], reason)
-                self._revisions[key] = rv
                 if old is not None:
                     self._remove(key)
                     self._notify(Change(key, old, None))
                 return
         self._invalid.pop(key, None)
-        self._revisions[key] = rv
         self._items[key] = parsed
         self._reindex(key, parsed)
         self._notify(Change(key, old, parsed))
 
-    def _delete(self, key: ObjKey, rv: int) -> None:
-        self._revisions.pop(key, None)
+    def _retry_invalid(self, key: ObjKey, obj: dict[str, Any] | None, rv: int) -> None:
+        """A relist saw `key` unchanged: an entry this view could not parse is tried again (its parse may depend on
+        more than the object, e.g. a Configuration that was missing)."""
+        if key in self._invalid and obj is not None:
+            self._take(key, obj, rv, None)
+
+    def _drop(self, key: ObjKey) -> None:
         self._invalid.pop(key, None)
-        self._tombstones[key] = max(rv, self._tombstones.get(key, -1))
-        if len(self._tombstones) > _TOMBSTONES:
-            for old_key in sorted(self._tombstones, key=self._tombstones.__getitem__)[: _TOMBSTONES // 2]:
-                del self._tombstones[old_key]
         old = self._items.get(key)
         if old is not None:
             self._remove(key)
@@ -266,66 +487,21 @@ class Informer(Generic[T]):
                     self._sorted.pop((index, fresh), None)
         self._entries[key] = new
 
-    def apply_event(self, type_: str, obj: Mapping[str, Any]) -> None:
-        """One watch event (also used by tests and by owners that read an object themselves)."""
-        self.record(obj, deleted=type_ == "DELETED")
-
-    def replace(self, items: Iterable[Mapping[str, Any]], revision: int) -> None:
-        """A relist: the cache becomes `items` as of `revision`, keeping only entries newer than the listing (the
-        owner's own writes that landed after it); a listing from a store that was reset replaces it all."""
-        if revision < self.revision:  # the store went back in time: nothing cached compares with its revisions
-            self._tombstones.clear()
-            self._revisions = dict.fromkeys(self._revisions, -1)
-            self.revision = revision
-        seen: set[ObjKey] = set()
-        for obj in items:
-            key = obj_key_of(obj)
-            seen.add(key)
-            rv = revision_of(obj)
-            self._tombstones.pop(key, None)
-            if self._revisions.get(key, -1) >= rv and key not in self._invalid:
-                continue  # unchanged, or the cache holds a newer write of ours
-            self._revisions.pop(key, None)
-            self._put(key, obj, rv)
-        for key in [k for k in set(self._items) | set(self._revisions) if k not in seen]:
-            if self._revisions.get(key, -1) > revision:
-                continue  # written after the listing: the watch will say more
-            self._delete(key, revision)
-        self.revision = max(self.revision, revision)
-
     # -- the loop ------------------------------------------------------------------------------------------------
 
     async def list_once(self) -> int:
-        """List into the cache; returns the listing's revision (sets `synced`)."""
-        listing = await self.store.list(self.kind, self.namespace, self.selector, fields=self.fields)
-        self.replace(listing.items, listing.revision)
+        """Bring the view up to date: a listing of the feed, unless its watch is running on a synced feed (then the
+        view is current already); sets `synced`. Returns the feed's revision."""
+        if self._feed.running and self._feed.synced:
+            self.synced.set()
+            return self._feed.revision
+        revision = await self._feed.list_once()
         self.synced.set()
-        return listing.revision
+        return revision
 
     async def run(self) -> None:
-        """List, then watch; relist on `Gone` at once, on other store errors after a growing pause. Never returns."""
-        pause = self._retry_pause[0]
-        revision: int | None = None
-        while True:
-            try:
-                if revision is None:
-                    revision = await self.list_once()
-                async with self.store.watch(
-                    self.kind, self.namespace, since=revision, selector=self.selector, fields=self.fields
-                ) as events:
-                    async for event in events:
-                        revision = event.revision
-                        self.revision = event.revision
-                        self.apply_event(event.type, event.object)
-                        pause = self._retry_pause[0]
-                    revision = None  # a watch that ends without an error: list again
-            except errors.Gone:
-                revision = None
-            except errors.DevplaceError as e:
-                log.warning("%s informer: %s; relisting in %.2fs", self.name, e, pause)
-                revision = None
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, self._retry_pause[1])
+        """Keep the feed current (shared with every other view of it). Never returns."""
+        await self._feed.run_for_view()
 
     async def wait_synced(self) -> None:
         await self.synced.wait()

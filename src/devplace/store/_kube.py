@@ -29,9 +29,11 @@ store writes is where it reads.
 
 Semantics, mapped onto the Kubernetes API:
 - create = POST; update = PUT carrying `metadata.resourceVersion` (a stale one is the server's 409 -> `Conflict`);
-  delete = DELETE with `DeleteOptions.preconditions.resourceVersion` when given; it answers the object as last
-  stored. (On a cluster, deleting a Pod a kubelet runs is graceful: the answer carries a `deletionTimestamp` and the
-  DELETED event follows when the kubelet is done.)
+  delete = DELETE with `DeleteOptions.preconditions.resourceVersion` when given; a custom resource's answer is the
+  object as last stored. Most built-in kinds answer a `Status` instead, so the store reads one first, deletes it
+  with that resourceVersion as precondition and returns it at the revision read just after. (On a cluster,
+  deleting a Pod a kubelet runs is graceful: the answer carries a `deletionTimestamp` and the DELETED event
+  follows when the kubelet is done.)
 - Status: Kubernetes ignores `status` in a create or an update of a kind that has a `/status` subresource. When the
   answer shows that the status was not written, the store writes it through `/status` at once, with the resourceVersion
   just returned (two writes, each a compare-and-swap, so a watcher may see the object between them; `devplace
@@ -75,14 +77,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
-
 from devplace import errors
-from devplace.api import DEFAULT_NAMESPACE, parse_revision
+from devplace.api import DEFAULT_NAMESPACE, parse_field_selector, parse_revision
 from devplace.clocks import Clock
 from devplace.store import _base as base
 from devplace.store import _kubeconfigs as kubeconfigs
 from devplace.store._base import Event, ObjectList
+from devplace.store._exchanges import Exchanges
 from devplace.store._kubeconfigs import SERVICE_ACCOUNT, ServerConfig
 from devplace.store._restclients import (
     LineStreamWatch,
@@ -209,7 +210,7 @@ class KubeStore(RestClient):
 
     # -- plumbing -----------------------------------------------------------------------------------------------
 
-    def _new_client(self) -> httpx2.AsyncClient:
+    def _new_client(self) -> Exchanges:
         try:
             return super()._new_client()
         except errors.Invalid as e:  # unreadable CA or client certificate files
@@ -260,7 +261,10 @@ class KubeStore(RestClient):
         base.parse_filters(kind, namespace, selector, fields)  # the same refusals as every backend
         if not scope_holds(resource.namespaced, namespace):
             return ObjectList([], await self.revision())  # that scope cannot hold this kind
-        params = selector_params(selector, fields)
+        sent, own_group = group_apart(resource, fields)
+        if not own_group:
+            return ObjectList([], await self.revision())  # another group's objects: none of them live here
+        params = selector_params(selector, sent)
         return await self._list_pages(resource.collection(namespace), params, page_size=_PAGE_SIZE)
 
     async def _head(self, resource: Resource, namespace: str | None, params: Mapping[str, str]) -> int:
@@ -281,9 +285,22 @@ class KubeStore(RestClient):
         self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
     ) -> dict[str, Any]:
         resource = self._resource(kind)
-        body = delete_options(resource_version)
-        result: dict[str, Any] = await self._call("DELETE", resource.item(name, namespace or ""), body=body)
-        return result
+        path = resource.item(name, namespace or "")
+        group = resource.api_version.rpartition("/")[0]
+        if "." in group and not group.endswith(".k8s.io"):  # a custom resource: Kubernetes answers the object
+            result: dict[str, Any] = await self._call("DELETE", path, body=delete_options(resource_version))
+            return result
+        # Most built-in kinds answer a `Status`, not the object: read it, delete exactly what was read, and answer it
+        # at the revision that followed (the deletion's, unless another write came between).
+        current: dict[str, Any] = await self._call("GET", path)
+        read = str(current["metadata"]["resourceVersion"])
+        if resource_version is not None and resource_version != read:
+            base.check_delete_revision(base.Key(kind, namespace, name), read, resource_version)
+        answer = await self._call("DELETE", path, body=delete_options(read))
+        if isinstance(answer, dict) and answer.get("kind") != "Status":
+            return answer
+        current["metadata"]["resourceVersion"] = str(await self.revision())
+        return current
 
     async def revision(self) -> int:
         return await self._head(self._resource(_PROBE_KIND), None, {})
@@ -307,9 +324,35 @@ class KubeStore(RestClient):
         return _KubeWatch(self, kind, namespace, since, selector, fields)
 
 
+def group_apart(resource: Resource, fields: str | None) -> tuple[str | None, bool]:
+    """`fields` without its `apiVersion` terms, and whether they hold for `resource`'s objects.
+
+    devplace's API server narrows a list of a kind served in two groups (Configuration, Instance) to one group with
+    an `apiVersion` field selector; a Kubernetes API server knows no such field (each group is its own CRD there),
+    and every object the kube store reads of a kind is in the one group it reads the kind in. So the terms are
+    decided here, all or nothing, and the rest is sent."""
+    if not fields:
+        return fields, True
+    parsed = parse_field_selector(fields)
+    own = [r for r in parsed.requirements if r.field == "apiVersion"]
+    if not own:
+        return fields, True
+    rest = ",".join(str(r) for r in parsed.requirements if r.field != "apiVersion")
+    return rest or None, all((r.value == resource.api_version) == r.equal for r in own)
+
+
 class _KubeWatch(LineStreamWatch[KubeStore]):
     """One watch of a `KubeStore` (module docstring): an HTTP stream opened on entry, reopened from its position
-    (the last delivered event's or bookmark's revision) when it ends."""
+    (the last delivered event's or bookmark's revision) when it ends. A watch narrowed to another group than the
+    one its kind is read in (`group_apart`) delivers no event."""
+
+    _own_group = True
+
+    async def __anext__(self) -> Event:
+        while True:
+            event = await super().__anext__()
+            if self._own_group:
+                return event
 
     async def __aenter__(self) -> _KubeWatch:
         store = self._store
@@ -322,7 +365,8 @@ class _KubeWatch(LineStreamWatch[KubeStore]):
         resource = store._resource(kind)
         if not scope_holds(resource.namespaced, namespace):
             raise errors.Invalid.field("namespace", f"{kind} cannot be watched in namespace {namespace!r}")
-        filters = selector_params(selector, fields)
+        sent, self._own_group = group_apart(resource, fields)
+        filters = selector_params(selector, sent)
         self._path = resource.collection(namespace)
         self._params = {
             **filters,

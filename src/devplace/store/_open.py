@@ -1,5 +1,9 @@
 """Open a store from a URL: `memory`, `sqlite:///path/to.db`, `etcd://host:2379[,host:2379...]`, `http://host:port`.
 
+`sqlite:///x.db` and `sqlite:///./x.db` are relative to the working directory, `sqlite:////abs/x.db` is absolute
+(SQLAlchemy's rule): `sqlite:///tmp/x.db` is `tmp/x.db`, so a file that cannot be opened is reported with the path it
+resolved to and, for such a relative path, the four-slash spelling of the absolute one.
+
 etcd URLs take TLS and authentication options as query parameters, e.g.
 `etcd://10.0.0.1:2379,10.0.0.2:2379?cacert=/etc/etcd/ca.pem&cert=client.pem&key=client-key.pem&user=devplace&
 password_file=/etc/devplace/etcd-password` (`etcds://` for TLS with the system's CA roots; the full list is in
@@ -9,6 +13,8 @@ password_file=/etc/devplace/etcd-password` (`etcds://` for TLS with the system's
 """
 
 from __future__ import annotations
+
+import os
 
 from devplace import errors
 from devplace.clocks import Clock
@@ -27,7 +33,16 @@ def open_store(
     if url.startswith("sqlite://"):
         from devplace.store._sqlite import SqliteStore
 
-        return SqliteStore(_sqlite_path(url), clock=clock)
+        path = _sqlite_path(url)
+        try:
+            return SqliteStore(path, clock=clock)
+        except errors.Unavailable as e:
+            if os.path.isabs(path) or path.startswith("."):
+                raise
+            # sqlite:///tmp/x.db reads as /tmp/x.db to most people; it is tmp/x.db here (SQLAlchemy's rule)
+            raise errors.Unavailable(
+                f"{e.message} ({url} is relative to the working directory; for /{path} write sqlite:////{path})"
+            ) from e
     if url.startswith(("etcd://", "etcds://")):
         from devplace.store._etcd import EtcdStore
 
@@ -41,7 +56,8 @@ def open_store(
 
         return KubeStore.from_url(url, clock=clock)
     raise errors.Invalid.field(
-        "store", f"unsupported store URL {url!r} (memory, sqlite:///PATH, etcd://HOST:PORT, http://HOST:PORT, kube://)"
+        "store",
+        f"unsupported store URL {url!r} (memory, sqlite:///PATH, etcd(s)://HOST:PORT, http(s)://HOST:PORT, kube://)",
     )
 
 

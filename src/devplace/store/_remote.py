@@ -55,7 +55,8 @@ from devplace.api import DEFAULT_NAMESPACE, parse_revision
 from devplace.clocks import Clock
 from devplace.store import _base as base
 from devplace.store import _kubeconfigs as kubeconfigs
-from devplace.store._base import ObjectList
+from devplace.store._base import STORE_CLIENT_HEADER, ObjectList
+from devplace.store._exchanges import Exchanges
 from devplace.store._restclients import (
     Credentials,
     LineStreamWatch,
@@ -94,6 +95,11 @@ class RemoteStore(RestClient):
             url, token=token, kubeconfig=kubeconfig, unsupported=DEVPLACE_UNSUPPORTED
         )
         return cls(url, clock=clock, credentials=credentials)
+
+    def _new_client(self) -> Exchanges:
+        client = super()._new_client()
+        client.headers[STORE_CLIENT_HEADER] = "kinds"
+        return client
 
     # -- paths ----------------------------------------------------------------------------------------------------
 

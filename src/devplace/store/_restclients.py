@@ -36,25 +36,25 @@ layout, devplace's `/store` extras, resource discovery, status writes).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import ssl
 import tempfile
 import urllib.parse
 from collections import deque
-from collections.abc import AsyncGenerator, Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Generic, TypeVar, cast
-
-import httpx2
 
 from devplace import errors
 from devplace.api import KindInfo, lookup, parse_revision
 from devplace.clocks import Clock, SystemClock
 from devplace.store import _base as base
 from devplace.store._base import Event, EventType, ObjectList
+from devplace.store._exchanges import ExchangeError, Exchanges, Reply, Stream
 
 JSON = "application/json"
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1alpha1", "client.authentication.k8s.io/v1beta1")
@@ -126,7 +126,7 @@ class Credentials:
                 Path(key).write_text(self.key_data, encoding="utf-8")
             context.load_cert_chain(str(cert), key)
 
-    def auth(self) -> httpx2.Auth | None:
+    def auth(self) -> Authenticator | None:
         """What authenticates each request: the token (re-read from its file on a 401), else the exec plugin's
         token, else basic auth; None when there is nothing to send."""
         if self.token or self.token_file:
@@ -134,11 +134,32 @@ class Credentials:
         if self.exec_plugin is not None:
             return _ExecAuth(self.exec_plugin)
         if self.username and self.password:
-            return httpx2.BasicAuth(self.username, self.password)
+            return _BasicAuth(self.username, self.password)
         return None
 
 
-class _TokenAuth(httpx2.Auth):
+class Authenticator:
+    """The `Authorization` header of each request, and what to retry with once when the server answers 401."""
+
+    async def header(self) -> tuple[str, bool]:
+        """The header's value, and whether it was obtained just now (a fresh one is not retried on a 401)."""
+        raise NotImplementedError
+
+    async def after_401(self, sent: str, fresh: bool) -> str | None:
+        """Another value to retry once with, or None: the 401 stands."""
+        return None
+
+
+class _BasicAuth(Authenticator):
+    def __init__(self, username: str, password: str) -> None:
+        pair = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+        self._value = f"Basic {pair}"
+
+    async def header(self) -> tuple[str, bool]:
+        return self._value, False
+
+
+class _TokenAuth(Authenticator):
     """A bearer token; one read from a file is read again when the server answers 401, and the request retried once
     when the file now holds another token (a service-account token the kubelet rotated)."""
 
@@ -153,46 +174,42 @@ class _TokenAuth(httpx2.Auth):
         except OSError as e:
             raise errors.Unauthenticated(f"cannot read the token file {self._token_file}: {e}") from e
 
-    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
+    async def header(self) -> tuple[str, bool]:
         if self._token is None:
             self._token = self._read()
-        sent = self._token
-        request.headers["Authorization"] = f"Bearer {sent}"
-        response = yield request
-        if response.status_code != 401 or self._token_file is None:
-            return
+        return f"Bearer {self._token}", False
+
+    async def after_401(self, sent: str, fresh: bool) -> str | None:
+        if self._token_file is None:
+            return None
         try:
-            fresh = self._read()
+            token = self._read()
         except errors.Unauthenticated:
-            return  # the 401 stands
-        if fresh == sent:
-            return
-        self._token = fresh
-        request.headers["Authorization"] = f"Bearer {fresh}"
-        yield request
+            return None  # the 401 stands
+        if f"Bearer {token}" == sent:
+            return None
+        self._token = token
+        return f"Bearer {token}"
 
 
-class _ExecAuth(httpx2.Auth):
+class _ExecAuth(Authenticator):
     """The token an exec plugin prints, asked for on first use and again when the server answers 401."""
 
     def __init__(self, plugin: ExecPlugin) -> None:
         self._plugin = plugin
         self._bearer: str | None = None
 
-    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
-        raise RuntimeError("an exec credential plugin is run by an async client only")
-
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        fresh = self._bearer is None
+    async def header(self) -> tuple[str, bool]:
         if self._bearer is None:
             self._bearer = await self._run()
-        request.headers["Authorization"] = self._bearer
-        response = yield request
-        if response.status_code != 401 or fresh:
-            return
+            return self._bearer, True
+        return self._bearer, False
+
+    async def after_401(self, sent: str, fresh: bool) -> str | None:
+        if fresh:
+            return None
         self._bearer = await self._run()
-        request.headers["Authorization"] = self._bearer
-        yield request
+        return self._bearer
 
     async def _run(self) -> str:
         plugin = self._plugin
@@ -265,7 +282,7 @@ def _has_cause(status: Mapping[str, Any], reason: str) -> bool:
     return any(c.get("reason") == reason for c in _causes(status))
 
 
-def json_or_none(response: httpx2.Response) -> Any:
+def json_or_none(response: Reply) -> Any:
     """The body of an error answer as JSON, None when it is not (a proxy's HTML page)."""
     try:
         return response.json()
@@ -383,7 +400,8 @@ class RestClient:
         self.credentials = credentials
         self._clock = clock or SystemClock()
         self._timeout = timeout
-        self._client: httpx2.AsyncClient | None = None
+        self._client: Exchanges | None = None
+        self._auth: Authenticator | None = None
         self._watches: set[LineStreamWatch[Any]] = set()
         self._closed = False
 
@@ -409,33 +427,60 @@ class RestClient:
         base.PageCut(after, limit, max_bytes)  # refuses bad bounds before a round trip
         return base.page_of(await self.list(kind, namespace, selector, fields=fields), after, limit, max_bytes)
 
-    def _http(self) -> httpx2.AsyncClient:
+    def _http(self) -> Exchanges:
         if self._closed:
             raise errors.Unavailable("store is closed")
         if self._client is None:
             self._client = self._new_client()
+            self._auth = self.credentials.auth()
         return self._client
 
-    def _new_client(self) -> httpx2.AsyncClient:
+    def _new_client(self) -> Exchanges:
         """The HTTP client for `credentials`; `Invalid` naming `credentials` when its TLS material cannot load."""
-        credentials = self.credentials
         https = self.server.lower().startswith("https://")
-        return httpx2.AsyncClient(
-            base_url=self.server,
-            timeout=httpx2.Timeout(self._timeout),
-            limits=httpx2.Limits(max_connections=None, max_keepalive_connections=32),  # each watch holds one
+        return Exchanges(
+            self.server,
+            ssl_context=self.credentials.ssl_context() if https else None,
             headers={"Accept": JSON},
-            auth=credentials.auth(),
-            verify=credentials.ssl_context() if https else True,
+            timeout=self._timeout,
         )
 
-    async def _call(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None) -> Any:
+    async def _authorized(self, headers: dict[str, str]) -> tuple[str, bool] | None:
+        """Put the `Authorization` header into `headers`; what was sent (for `_retry_401`)."""
+        if self._auth is None:
+            return None
+        value, fresh = await self._auth.header()
+        headers["Authorization"] = value
+        return value, fresh
+
+    async def _retry_401(self, sent: tuple[str, bool] | None, headers: dict[str, str]) -> bool:
+        """After a 401: whether to send once more (with the header `headers` now holds)."""
+        if sent is None or self._auth is None:
+            return False
+        retry = await self._auth.after_401(*sent)
+        if retry is None:
+            return False
+        headers["Authorization"] = retry
+        return True
+
+    async def _exchange(
+        self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None
+    ) -> Reply:
+        """One request through the client and the credentials; `Unavailable` when the server does not answer."""
+        client = self._http()
         content = None if body is None else base.encode_json(body)
-        headers = {"Content-Type": JSON} if content is not None else None
+        headers = {"Content-Type": JSON} if content is not None else {}
         try:
-            response = await self._http().request(method, path, content=content, params=params, headers=headers)
-        except httpx2.TransportError as e:
-            raise errors.Unavailable(f"{self._what} at {self.server} did not answer: {e!r}") from e
+            sent = await self._authorized(headers)
+            reply = await client.request(method, path, content=content, params=params, headers=headers)
+            if reply.status_code == 401 and await self._retry_401(sent, headers):
+                reply = await client.request(method, path, content=content, params=params, headers=headers)
+        except ExchangeError as e:
+            raise errors.Unavailable(f"{self._what} at {self.server} did not answer: {e}") from e
+        return reply
+
+    async def _call(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None) -> Any:
+        response = await self._exchange(method, path, body=body, params=params)
         if response.status_code >= 400:
             raise error_from_status(response.status_code, json_or_none(response), response.text[:200])
         try:
@@ -502,7 +547,7 @@ class LineStreamWatch(base.BaseWatch, Generic[C]):
         self._position = -1  # events up to here were delivered (or a bookmark said there are none)
         self._floor = -1  # events at or below this revision are replays: skipped
         self._listed: deque[Event] = deque()  # handed out before the stream's events
-        self._response: httpx2.Response | None = None
+        self._response: Stream | None = None
         self._lines: Any = None  # the open response's line iterator
         self._failures = 0  # failed attempts in a row
         self._quiet = 0  # streams in a row that ended cleanly without moving the position
@@ -514,7 +559,7 @@ class LineStreamWatch(base.BaseWatch, Generic[C]):
         store._watches.add(self)
         try:
             await self._connect()
-        except httpx2.TransportError as e:
+        except ExchangeError as e:
             store._watches.discard(self)
             raise errors.Unavailable(
                 f"watch {self._path}: the API server at {store.server} did not answer: {e!r}"
@@ -551,7 +596,7 @@ class LineStreamWatch(base.BaseWatch, Generic[C]):
                 if self._quiet > 1:
                     await self._store._clock.sleep(min(0.05 * 2 ** (self._quiet - 2), _MAX_QUIET_PAUSE))
                 continue
-            except httpx2.TransportError as e:
+            except ExchangeError as e:
                 await self._disconnect()
                 self._check_open()
                 await self._failed(e)
@@ -579,20 +624,16 @@ class LineStreamWatch(base.BaseWatch, Generic[C]):
         """Open the stream from the position; a refusal raises its devplace error."""
         store = self._store
         client = store._http()
-        request = client.build_request(
-            "GET",
-            self._path,
-            params={**self._params, "resourceVersion": str(self._position)},
-            headers={"Accept": self._ACCEPT},
-            timeout=httpx2.Timeout(store._timeout, read=None),
-        )
-        response = await client.send(request, stream=True)
+        params = {**self._params, "resourceVersion": str(self._position)}
+        headers = {"Accept": self._ACCEPT}
+        sent = await store._authorized(headers)
+        response = await client.stream("GET", self._path, params=params, headers=headers)
+        if response.status_code == 401 and await store._retry_401(sent, headers):
+            await response.aclose()
+            response = await client.stream("GET", self._path, params=params, headers=headers)
         if response.status_code >= 400:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            raise error_from_status(response.status_code, json_or_none(response), response.text[:200])
+            answer = await response.aread()
+            raise error_from_status(answer.status_code, json_or_none(answer), answer.text[:200])
         self._response = response
         self._lines = response.aiter_lines()
         self._floor = self._position
@@ -605,11 +646,11 @@ class LineStreamWatch(base.BaseWatch, Generic[C]):
             try:
                 await self._connect()
                 return
-            except httpx2.TransportError as e:
+            except ExchangeError as e:
                 self._check_open()
                 await self._failed(e)
 
-    async def _failed(self, e: httpx2.TransportError) -> None:
+    async def _failed(self, e: ExchangeError) -> None:
         self._failures += 1
         if self._failures > _MAX_RECONNECTS:
             server = self._store.server

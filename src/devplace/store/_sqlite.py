@@ -220,6 +220,19 @@ def _prepare(conn: sqlite3.Connection, path: str, synchronous: str, busy_timeout
             pause = min(pause * 2, 0.05)
 
 
+def _open_failure(path: str, error: sqlite3.Error) -> str:
+    """Why the store file could not be opened, naming the path it resolved to (SQLite's own text, `unable to open
+    database file`, names neither the file nor the reason) and a missing directory, the usual reason."""
+    if path == ":memory:":
+        return f"cannot open sqlite store {path}: {error}"
+    resolved = os.path.abspath(path)
+    where = path if resolved == path else f"{path} ({resolved})"
+    directory = os.path.dirname(resolved)
+    if not os.path.isdir(directory):
+        return f"cannot open sqlite store {where}: {error}: directory {directory} does not exist"
+    return f"cannot open sqlite store {where}: {error}"
+
+
 class SqliteStore:
     def __init__(
         self,
@@ -271,14 +284,14 @@ class SqliteStore:
         try:
             conn = sqlite3.connect(self._path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
-            raise errors.Unavailable(f"cannot open sqlite store {self._path}: {e}") from e
+            raise errors.Unavailable(_open_failure(self._path, e)) from e
         self._conn = conn
         try:
             self._compacted_hint: int = _prepare(conn, self._path, synchronous.upper(), busy_timeout)
             conn.execute("PRAGMA busy_timeout = 0")  # on the loop, never wait; waits happen in the worker thread
         except sqlite3.Error as e:
             conn.close()
-            raise errors.Unavailable(f"cannot open sqlite store {self._path}: {e}") from e
+            raise errors.Unavailable(_open_failure(self._path, e)) from e
         except BaseException:
             conn.close()
             raise
