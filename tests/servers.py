@@ -11,6 +11,7 @@ dies during startup.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -29,7 +30,7 @@ from devplace.server._app import create_app, running
 from devplace.store import MemoryStore, Store
 from devplace.store._remote import RemoteStore
 
-__all__ = ["free_port", "remote_backend", "serve_app", "spawn_server"]
+__all__ = ["anonymous_kubeconfig", "free_port", "remote_backend", "serve_app", "spawn_server"]
 
 
 @contextlib.asynccontextmanager
@@ -40,6 +41,20 @@ async def serve_app(app: FastAPI) -> AsyncIterator[str]:
     """
     async with running(app, host="127.0.0.1", port=0, shutdown_timeout=0) as base_url:
         yield base_url
+
+
+def anonymous_kubeconfig(path: Path, base_url: str) -> Path:
+    """Write a kubeconfig at `path` whose one context is `base_url` with no credentials (a server without auth)."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "devplace", "cluster": {"server": base_url}}],
+        "users": [{"name": "devplace", "user": {}}],
+        "contexts": [{"name": "devplace", "context": {"cluster": "devplace", "user": "devplace"}}],
+        "current-context": "devplace",
+    }
+    path.write_text(json.dumps(config))  # JSON is YAML: kubectl reads it as a kubeconfig
+    return path
 
 
 def free_port() -> int:

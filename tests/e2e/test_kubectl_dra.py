@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.api.test_dra import FIXTURES, INVALID, MANIFESTS, expand
 from tests.e2e.test_kubectl_resources import KUBECTL, Kubectl, rows
-from tests.servers import spawn_server
+from tests.servers import anonymous_kubeconfig, spawn_server
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,19 +35,7 @@ NAMESPACES = sorted({m["metadata"]["namespace"] for m in MANIFESTS if m["metadat
 def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
     root = tmp_path_factory.mktemp("kubectl-dra")
     with spawn_server(f"sqlite:///{root}/devplace.db") as base_url:
-        kubeconfig = root / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "devplace", "cluster": {"server": base_url}}],
-                    "users": [{"name": "devplace", "user": {}}],
-                    "contexts": [{"name": "devplace", "context": {"cluster": "devplace", "user": "devplace"}}],
-                    "current-context": "devplace",
-                }
-            )
-        )
+        kubeconfig = anonymous_kubeconfig(root / "kubeconfig", base_url)
         run = Kubectl(kubeconfig, root / "home")
         for namespace in NAMESPACES:
             run("create", "namespace", namespace)

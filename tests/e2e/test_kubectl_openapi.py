@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.e2e.kubeclients import Kubectl
 from tests.servers import spawn_server
 
 KUBECTL = shutil.which("kubectl")
@@ -62,23 +62,6 @@ def _versioned_kubectls() -> list[str]:
             if re.fullmatch(r"kubectl\.1\.\d+", path.name) and os.access(path, os.X_OK):
                 found.setdefault(path.name, str(path))
     return [found[name] for name in sorted(found, key=lambda n: int(n.rsplit(".", 1)[1]))]
-
-
-class Kubectl:
-    """Runs one kubectl binary with only the environment a user of the written kubeconfig would have."""
-
-    def __init__(self, binary: str, kubeconfig: Path, home: Path) -> None:
-        self.binary = binary
-        home.mkdir(parents=True, exist_ok=True)
-        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "KUBECONFIG": str(kubeconfig)}
-
-    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [self.binary, *args], input=stdin, capture_output=True, text=True, env=self.env, timeout=90, check=False
-        )
-        if check:
-            assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stderr}{done.stdout}"
-        return done
 
 
 @pytest.fixture(scope="module")

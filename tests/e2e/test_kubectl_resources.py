@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tests.processes import stop_child
-from tests.servers import spawn_server
+from tests.servers import anonymous_kubeconfig, spawn_server
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = [
@@ -104,19 +104,7 @@ class Kubectl:
 def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubectl]:
     root = tmp_path_factory.mktemp("kubectl-resources")
     with spawn_server(f"sqlite:///{root}/devplace.db") as base_url:
-        kubeconfig = root / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "devplace", "cluster": {"server": base_url}}],
-                    "users": [{"name": "devplace", "user": {}}],
-                    "contexts": [{"name": "devplace", "context": {"cluster": "devplace", "user": "devplace"}}],
-                    "current-context": "devplace",
-                }
-            )
-        )
+        kubeconfig = anonymous_kubeconfig(root / "kubeconfig", base_url)
         yield Kubectl(kubeconfig, root / "home")
 
 

@@ -367,3 +367,26 @@ async def test_a_closed_view_hears_no_more_of_its_feed() -> None:
     closed.close()
     kept.apply_event("ADDED", await store.create(_pod("a", "node-1")))
     assert (len(kept), len(closed)) == (1, 0)
+
+
+async def test_a_view_whose_run_ends_leaves_the_feed_and_catches_up_when_it_runs_again(running: Supervisor) -> None:
+    store = MemoryStore()
+    stays: Informer[dict[str, Any]] = Informer(store, "Pod")
+    stops: Informer[dict[str, Any]] = Informer(store, "Pod")
+    heard: list[str] = []
+    stops.subscribe(lambda c: heard.append(c.key[1]))
+    running.loop("stays", stays.run)
+    stopping = running.loop("stops", stops.run)
+    await asyncio.wait_for(asyncio.gather(stays.wait_synced(), stops.wait_synced()), 10)
+    await store.create(_pod("a", "node-1"))
+    await _until(lambda: len(stops) == 1)
+    stopping.cancel()
+    await asyncio.gather(stopping, return_exceptions=True)
+    await store.create(_pod("b", "node-1"))
+    await store.delete("Pod", "a", "default")
+    await _until(lambda: [k for k, _ in stays.items()] == [("default", "b")])
+    assert (heard, [k for k, _ in stops.items()]) == (["a"], [("default", "a")])  # a stopped part hears nothing
+    again = running.loop("again", stops.run)
+    await _until(lambda: [k for k, _ in stops.items()] == [("default", "b")])
+    assert heard == ["a", "a", "b"]  # what changed meanwhile, told on joining again
+    again.cancel()

@@ -40,11 +40,9 @@ from typing import Any
 from devplace import errors
 from devplace.clocks import Clock
 from devplace.store import (
-    EncodedPage,
+    DelegatingStore,
     EventRecorder,
-    ObjectList,
     Store,
-    WatchStream,
     key_of,
     resource_version_of,
     rfc3339,
@@ -139,7 +137,7 @@ def answers_for(store: Store) -> bool:
     return not isinstance(store, (KubeStore, RemoteStore))
 
 
-class AnsweringStore:
+class AnsweringStore(DelegatingStore):
     """A `Store` that answers Deployment status on create and update (module docstring); all else passes through.
 
     The Events go through `events`' store directly, written before the request is answered (a failed one is logged
@@ -183,51 +181,3 @@ class AnsweringStore:
                 await self.events.sweep()
             except errors.DevplaceError:
                 pass  # the store is away: the next sweep tries again
-
-    async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
-        return await self.inner.get(kind, name, namespace)
-
-    async def list(
-        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
-    ) -> ObjectList:
-        return await self.inner.list(kind, namespace, selector, fields=fields)
-
-    async def list_page(
-        self,
-        kind: str,
-        namespace: str | None = None,
-        selector: str | None = None,
-        *,
-        fields: str | None = None,
-        after: tuple[str, str] | None = None,
-        limit: int,
-        max_bytes: int,
-    ) -> EncodedPage:
-        return await self.inner.list_page(
-            kind, namespace, selector, fields=fields, after=after, limit=limit, max_bytes=max_bytes
-        )
-
-    async def delete(
-        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
-    ) -> dict[str, Any]:
-        return await self.inner.delete(kind, name, namespace, resource_version=resource_version)
-
-    def watch(
-        self,
-        kind: str | None = None,
-        namespace: str | None = None,
-        *,
-        since: int | None = None,
-        selector: str | None = None,
-        fields: str | None = None,
-    ) -> WatchStream:
-        return self.inner.watch(kind, namespace, since=since, selector=selector, fields=fields)
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    async def compact(self, revision: int) -> None:
-        await self.inner.compact(revision)
-
-    async def close(self) -> None:
-        await self.inner.close()

@@ -35,7 +35,7 @@ from devplace.server import _authz as authz
 from devplace.server import _statuses as http_errors
 from devplace.server._authn import Auth
 from devplace.server._authz import Identity, Role
-from devplace.store import EncodedPage, ObjectList, Store, WatchStream, key_of, resource_version_of
+from devplace.store import DelegatingStore, Store, key_of, resource_version_of
 
 USER_KEY = "devplace.user"
 """The ASGI scope key the guard sets to the authenticated user's name."""
@@ -147,11 +147,8 @@ def _guarded() -> bool:
     return principal is not None and principal.role.name != "admin"
 
 
-class GuardedStore:
+class GuardedStore(DelegatingStore):
     """A `Store` that asks `authz.admit` for every operation of a non-admin request (module docstring)."""
-
-    def __init__(self, inner: Store) -> None:
-        self.inner = inner
 
     async def _configuration(
         self, op: authz.Op, kind: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]
@@ -181,26 +178,6 @@ class GuardedStore:
             _check("get", kind, obj, None)
         return obj
 
-    async def list(
-        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
-    ) -> ObjectList:
-        return await self.inner.list(kind, namespace, selector, fields=fields)
-
-    async def list_page(
-        self,
-        kind: str,
-        namespace: str | None = None,
-        selector: str | None = None,
-        *,
-        fields: str | None = None,
-        after: tuple[str, str] | None = None,
-        limit: int,
-        max_bytes: int,
-    ) -> EncodedPage:
-        return await self.inner.list_page(
-            kind, namespace, selector, fields=fields, after=after, limit=limit, max_bytes=max_bytes
-        )
-
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         if _guarded():
             key = key_of(obj)
@@ -229,23 +206,3 @@ class GuardedStore:
             _check("delete", kind, current, None)
             resource_version = stored  # what was checked is what is deleted
         return await self.inner.delete(kind, name, namespace, resource_version=resource_version)
-
-    def watch(
-        self,
-        kind: str | None = None,
-        namespace: str | None = None,
-        *,
-        since: int | None = None,
-        selector: str | None = None,
-        fields: str | None = None,
-    ) -> WatchStream:
-        return self.inner.watch(kind, namespace, since=since, selector=selector, fields=fields)
-
-    async def revision(self) -> int:
-        return await self.inner.revision()
-
-    async def compact(self, revision: int) -> None:
-        await self.inner.compact(revision)
-
-    async def close(self) -> None:
-        await self.inner.close()

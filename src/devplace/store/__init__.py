@@ -1,6 +1,6 @@
 """The object store: one protocol, several backends, one concurrency rule (compare-and-swap on resourceVersion).
 
-- `base`: the `Store` protocol and the helpers every backend shares;
+- `base`: the `Store` protocol and the helpers every backend shares (`DelegatingStore`, the base of wrappers);
 - `cas`: the one read-decide-write loop; `applies`: apply a manifest through it;
 - `events`: `EventRecorder`: Events about objects, emitted without blocking, aggregated, bounded by TTL and count;
 - `informers`: `Informer`: a typed, indexed view; `InformerSet`: one list and one watch per kind and selectors per
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from devplace.store._applies import Admission, Applied, apply_object
 from devplace.store._base import (
     STORE_CLIENT_HEADER,
+    DelegatingStore,
     EncodedObject,
     EncodedPage,
     Event,
@@ -58,6 +59,7 @@ __all__ = [
     "Change",
     "Decide",
     "Decided",
+    "DelegatingStore",
     "Delete",
     "EncodedObject",
     "EncodedPage",

@@ -237,6 +237,68 @@ class Store(Protocol):
         ...
 
 
+class DelegatingStore:
+    """A `Store` that hands every call to `inner`: the base of wrappers that change a few calls (the API server's
+    access guard and its Deployment-status answers, a test's recorder) and keep the rest as the backend does."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.inner.create(obj)
+
+    async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
+        return await self.inner.get(kind, name, namespace)
+
+    async def list(
+        self, kind: str, namespace: str | None = None, selector: str | None = None, *, fields: str | None = None
+    ) -> ObjectList:
+        return await self.inner.list(kind, namespace, selector, fields=fields)
+
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        fields: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+        max_bytes: int,
+    ) -> EncodedPage:
+        return await self.inner.list_page(
+            kind, namespace, selector, fields=fields, after=after, limit=limit, max_bytes=max_bytes
+        )
+
+    async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.inner.update(obj)
+
+    async def delete(
+        self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        return await self.inner.delete(kind, name, namespace, resource_version=resource_version)
+
+    def watch(
+        self,
+        kind: str | None = None,
+        namespace: str | None = None,
+        *,
+        since: int | None = None,
+        selector: str | None = None,
+        fields: str | None = None,
+    ) -> WatchStream:
+        return self.inner.watch(kind, namespace, since=since, selector=selector, fields=fields)
+
+    async def revision(self) -> int:
+        return await self.inner.revision()
+
+    async def compact(self, revision: int) -> None:
+        await self.inner.compact(revision)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
 def key_of(obj: Mapping[str, Any]) -> Key:
     """The store key of a wire dict; refuses objects without kind or name."""
     return Key(*key_fields(obj))

@@ -500,8 +500,25 @@ class Informer(Generic[T]):
         return revision
 
     async def run(self) -> None:
-        """Keep the feed current (shared with every other view of it). Never returns."""
-        await self._feed.run_for_view()
+        """Keep the feed current (shared with every other view of it). Never returns. When it is cancelled (its
+        owner stops) the view leaves the feed, so a stopped part's handlers hear nothing more and nothing holds it;
+        run again (a supervisor's restart), it joins again and catches up with what changed meanwhile."""
+        self._join()
+        try:
+            await self._feed.run_for_view()
+        finally:
+            self.close()
+
+    def _join(self) -> None:
+        """Join the feed again after `close`: the view becomes what the feed holds (changes notified)."""
+        feed = self._feed
+        if self in feed.views:
+            return
+        feed.views.append(self)
+        for key in [k for k in self._items if k not in feed.objects]:
+            self._drop(key)
+        for key, obj in list(feed.objects.items()):
+            self._take(key, obj, feed.resource_version(key) or 0, None)
 
     async def wait_synced(self) -> None:
         await self.synced.wait()
