@@ -304,13 +304,17 @@ FACES: dict[str, list[str]] = {
         "Event",
         "EventRecorder",
         "EventType",
+        "FencedStore",
         "Informer",
         "InformerSet",
         "Key",
         "KubeStore",
+        "LeaderElector",
+        "LeaseAction",
         "MemoryStore",
         "ObjKey",
         "ObjectList",
+        "ObservedLease",
         "RemoteStore",
         "STORE_CLIENT_HEADER",
         "SqliteStore",
@@ -320,8 +324,10 @@ FACES: dict[str, list[str]] = {
         "apply_object",
         "cas",
         "current_server",
+        "decide_lease",
         "key_fields",
         "key_of",
+        "micro_time",
         "open_store",
         "parse_filters",
         "resource_version_of",
@@ -371,7 +377,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 302
+    assert promised == 308
 
 
 def test_every_module_inside_a_package_is_private() -> None:

@@ -141,6 +141,47 @@ def test_the_controller_creates_a_broker_for_an_instance_and_exits_0_on_sigterm(
     assert output.endswith("devplace controller: stopped\n")
 
 
+def test_the_controller_with_leader_election_leads_does_its_work_and_releases_the_lease_on_sigterm(
+    daemon: Any, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/devplace.db"
+    seed(url, NODE, CONFIGURATION, INSTANCE)
+    proc, log = daemon("controller", "--store", url, "--resource-prefix", "akri.sh", "--leader-elect")
+    wait_for(lambda: [p["metadata"]["name"] for p in read(url, "Pod")] == ["cam-a1b2c3-pod"], proc, log)
+    code, output = stop(proc, log)
+    assert code == 0, output
+    identity = f"{socket.gethostname()}_{proc.pid}"
+    assert f"devplace controller: {identity} leads\n" in output
+    [lease] = read(url, "Lease")
+    assert lease["metadata"]["namespace"] == "devplace"
+    assert lease["metadata"]["name"] == "devplace-controller"
+    assert lease["spec"]["holderIdentity"] == ""  # released: another copy takes over at once
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            ["--leader-elect-renew-deadline", "20"],
+            "Invalid value for --leader-elect-renew-deadline: needs 0 < retry period (2.0) < renew deadline (20.0) "
+            "< lease duration (15.0)",
+        ),
+        (
+            ["--leader-elect-namespace", "Kube_System"],
+            "Invalid value for --leader-elect-namespace: 'Kube_System' is not a namespace name (a DNS-1123 label)",
+        ),
+    ],
+)
+def test_a_daemon_refuses_leader_election_options_out_of_order_before_starting(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    args = ["controller", "--store", f"sqlite:///{tmp_path}/x.db", "--leader-elect", *options]
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_a_daemon_refuses_an_unknown_strategy_before_starting(tmp_path: Path) -> None:
     args = ["scheduler", "--store", f"sqlite:///{tmp_path}/x.db", "--strategy", "random"]
     result = CliRunner(env={"COLUMNS": "200"}).invoke(app, args)

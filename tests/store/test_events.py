@@ -119,10 +119,13 @@ async def test_the_sweep_deletes_events_past_their_ttl_and_the_oldest_beyond_the
     other = EventRecorder(memory_store, "someone-else", clock)
     other.emit(pod("theirs"), "Seen", "not ours to sweep")
     await other.flush()
+    sibling = EventRecorder(memory_store, "devplace-agent", clock, instance="node-b")  # the same part on another node
+    sibling.emit(pod("q0"), "Claimed", "node-b sweeps its own")
+    await sibling.flush()
     await clock.advance(250)  # p0 was last seen 650 s ago: past the TTL
     assert await recorder.sweep() == 2  # p0 (TTL), then p1 (the oldest of three within it)
     names = sorted(e["involvedObject"]["name"] for e in await events(memory_store))
-    assert names == ["p2", "p3", "theirs"]
+    assert names == ["p2", "p3", "q0", "theirs"]
 
 
 async def test_run_writes_what_is_emitted_without_being_asked(memory_store: MemoryStore, clock: FakeClock) -> None:

@@ -7,7 +7,7 @@ Kubernetes API machinery (OpenAPI, patches, tables) is `devplace.kubeapi`.
 - `meta`: ObjectMeta and `Resource`, the base of every kind;
 - `devices`: Configuration, Instance (Akri-compatible) and ResourceClass, with the slot-holder vocabulary;
 - `workloads`: the core Kubernetes kinds the parts use (Node, Pod, Service, ConfigMap, Secret, Job, Deployment);
-- `clusters`: Namespace, Event, ServiceAccount and the RBAC kinds (stored, not enforced);
+- `clusters`: Namespace, Event, ServiceAccount, the RBAC kinds (stored, not enforced) and Lease;
 - `registry`: apiVersion/kind -> model, plural, scope; `lookup`, `kinds`, `normalize`;
 - `names`, `quantity`, `selectors`, `revisions`: Kubernetes' name rules, quantities, selectors and resourceVersions;
 - `manifests`: YAML or JSON text into validated wire dicts (hostile input refused before it is expanded);

@@ -1,4 +1,4 @@
-"""Kubernetes' cluster-administration kinds a user's manifests carry: Namespace, Event, ServiceAccount and RBAC.
+"""Kubernetes' cluster-administration kinds a user's manifests carry: Namespace, Event, ServiceAccount, RBAC, Lease.
 
 - `Namespace` (`v1`, cluster-scoped): `status.phase` is `Active`, or `Terminating` while its objects are deleted
   (the API server keeps it: `server.namespaces`).
@@ -11,6 +11,9 @@
   enforced. devplace's own authorization (`server.authz`: roles admin, reader and node) decides every request; a
   binding changes nothing. A binding must name its role (`roleRef.kind`, `roleRef.name`), as Kubernetes requires,
   and a rule's fields are lists of strings.
+- `Lease` (`coordination.k8s.io/v1`, namespaced): a leader-election record (`store.LeaderElector` writes it):
+  `spec.holderIdentity`, `leaseDurationSeconds` (> 0), `acquireTime` and `renewTime` (MicroTime strings),
+  `leaseTransitions` (>= 0). Checked for types only; who holds it is decided by compare-and-swap, not here.
 
 Like the other built-in kinds (`api.workloads`), fields devplace does not read are kept as written.
 """
@@ -30,6 +33,7 @@ EVENT_TYPES = ("Normal", "Warning")
 """The types an Event may have (Kubernetes refuses any other)."""
 
 RBAC = "rbac.authorization.k8s.io/v1"
+COORDINATION = "coordination.k8s.io/v1"
 
 
 class _Open(Resource):
@@ -147,3 +151,29 @@ class ClusterRoleBinding(_Open):
 
     def problems(self) -> Iterator[errors.FieldError]:
         return _binding_problems(self.role_ref or {}, self.subjects)
+
+
+_LEASE_FIELDS: dict[str, tuple[type, str]] = {
+    "holderIdentity": (str, "a string"),
+    "acquireTime": (str, "a MicroTime string"),
+    "renewTime": (str, "a MicroTime string"),
+    "leaseDurationSeconds": (int, "a positive integer"),
+    "leaseTransitions": (int, "a non-negative integer"),
+}
+
+
+@register
+class Lease(_Open):
+    KIND: ClassVar[str] = "Lease"
+    PLURAL: ClassVar[str] = "leases"
+    GROUP_VERSIONS: ClassVar[tuple[str, ...]] = (COORDINATION,)
+    spec: dict[str, Any] | None = None
+
+    def problems(self) -> Iterator[errors.FieldError]:
+        for field, (typ, what) in _LEASE_FIELDS.items():
+            value = (self.spec or {}).get(field)
+            if value is None:
+                continue
+            wrong_type = not isinstance(value, typ) or isinstance(value, bool)
+            if wrong_type or (isinstance(value, int) and value < (1 if field == "leaseDurationSeconds" else 0)):
+                yield errors.FieldError(f"spec.{field}", f"must be {what}, not {value!r}")

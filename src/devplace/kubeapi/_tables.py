@@ -508,6 +508,7 @@ _KIND_COLUMNS: dict[str, tuple[list[Column], list[Column]]] = {
         [Column("Status", _at("status", "phase", default="Active"), description="Active or Terminating.")],
         [],
     ),
+    "Lease": ([Column("Holder", _at("spec", "holderIdentity"), description="Who holds the lease.")], []),
     "RoleBinding": ([Column("Role", lambda o, now: _role_ref(o), description="The role it binds.")], []),
     "ClusterRoleBinding": ([Column("Role", lambda o, now: _role_ref(o), description="The role it binds.")], []),
     "Secret": (

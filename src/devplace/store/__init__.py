@@ -3,6 +3,8 @@
 - `base`: the `Store` protocol and the helpers every backend shares (`DelegatingStore`, the base of wrappers);
 - `cas`: the one read-decide-write loop; `applies`: apply a manifest through it;
 - `events`: `EventRecorder`: Events about objects, emitted without blocking, aggregated, bounded by TTL and count;
+- `leases`: `LeaderElector`: leader election through a coordination.k8s.io Lease (client-go's rules; `decide_lease`
+  is the pure rule), and `FencedStore`, which refuses a part's writes unless its elector leads;
 - `informers`: `Informer`: a typed, indexed view; `InformerSet`: one list and one watch per kind and selectors per
   process, shared by every view over the same store;
 - `memory`, `sqlite`, `etcd`: the backends that hold the data (`etcdserverpb`: etcd's generated v3 stubs);
@@ -41,6 +43,7 @@ from devplace.store._base import (
 from devplace.store._cas import DELETE, Decide, Decided, Delete, Written, cas
 from devplace.store._events import EventRecorder
 from devplace.store._informers import Change, Informer, InformerSet, ObjKey
+from devplace.store._leases import FencedStore, LeaderElector, LeaseAction, ObservedLease, decide_lease, micro_time
 from devplace.store._memory import MemoryStore
 from devplace.store._open import open_store
 
@@ -67,13 +70,17 @@ __all__ = [
     "Event",
     "EventRecorder",
     "EventType",
+    "FencedStore",
     "Informer",
     "InformerSet",
     "Key",
     "KubeStore",
+    "LeaderElector",
+    "LeaseAction",
     "MemoryStore",
     "ObjKey",
     "ObjectList",
+    "ObservedLease",
     "RemoteStore",
     "SqliteStore",
     "Store",
@@ -82,8 +89,10 @@ __all__ = [
     "apply_object",
     "cas",
     "current_server",
+    "decide_lease",
     "key_fields",
     "key_of",
+    "micro_time",
     "open_store",
     "parse_filters",
     "resource_version_of",

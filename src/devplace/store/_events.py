@@ -17,9 +17,10 @@ Rules, as Kubernetes' event recorders have them:
   that Event by compare-and-swap: `count` and `series.count` grow, `lastTimestamp` and `series.lastObservedTime`
   move; an older one starts a new Event. Names are `<object>.<hex nanoseconds>`, as Kubernetes names them; events
   about cluster-scoped objects go to the `default` namespace.
-- Bounded in the store: `sweep` (run every `sweep_interval` by `run`) deletes this component's Events last seen
-  more than `ttl` seconds ago (Kubernetes keeps events an hour), and the oldest beyond `max_events`. Writes that
-  fail (the store away) are logged and dropped: an event is advice, and a part must never wait on one.
+- Bounded in the store: `sweep` (run every `sweep_interval` by `run`) deletes its own Events (its component's, by
+  its instance) last seen more than `ttl` seconds ago (Kubernetes keeps events an hour), and the oldest beyond
+  `max_events`. Writes that fail (the store away) are logged and dropped: an event is advice, and a part must never
+  wait on one.
 - Memory is bounded too: at most `max_events` series are remembered for aggregation (the least recent forgotten).
 
 `regarding` is an object's wire dict (its apiVersion, kind, metadata.name, namespace, uid are read) or an
@@ -262,11 +263,14 @@ class EventRecorder:
     # -- bounds --------------------------------------------------------------------------------------------------------
 
     async def sweep(self) -> int:
-        """Delete this component's Events last seen more than `ttl` seconds ago, and the oldest beyond
-        `max_events`; the number deleted."""
+        """Delete this recorder's Events (its component's, written by its instance: an agent per node sweeps only
+        its own, so a thousand agents do not race to delete the same ones) last seen more than `ttl` seconds ago,
+        and the oldest beyond `max_events`; the number deleted. Kubernetes selects Events by `reportingComponent`
+        but not by `reportingInstance`, so the instance is matched here."""
         listing = await self.store.list("Event", None, fields=f"reportingComponent={self.component}")
         now = self.clock.now()
-        aged = sorted(listing.items, key=_last_seen)
+        mine = (e for e in listing.items if e.get("reportingInstance") == self.instance)
+        aged = sorted(mine, key=_last_seen)
         doomed = [e for e in aged if now - _last_seen(e) > self.ttl]
         kept = [e for e in aged if now - _last_seen(e) <= self.ttl]
         doomed += kept[: max(0, len(kept) - self.max_events)]
