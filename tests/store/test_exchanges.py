@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from devplace.store import _exchanges as exchanges
 from devplace.store._exchanges import ExchangeError, Exchanges
 
 Answer = Callable[[bytes, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -136,6 +137,8 @@ async def test_a_kept_alive_connection_the_server_closed_unread_is_replaced_and_
         (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "IncompleteReadError"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "a malformed chunk size"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n", "a malformed Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n", "a malformed Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n", "a malformed chunk size"),
     ],
 )
 async def test_an_answer_that_is_not_well_formed_http_is_an_exchange_error(serve, raw: bytes, reason: str) -> None:
@@ -215,3 +218,43 @@ async def test_a_request_line_or_header_with_a_line_break_is_refused_before_send
 def test_only_http_and_https_urls_are_taken() -> None:
     with pytest.raises(ValueError, match="not an http"):
         Exchanges("ftp://example")
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked", "close"])
+async def test_an_answer_over_the_body_limit_is_an_exchange_error_not_memory(
+    serve, monkeypatch: pytest.MonkeyPatch, framing: str
+) -> None:
+    monkeypatch.setattr(exchanges, "_MAX_BODY", 1000)
+    body = b"x" * 1001
+    raw = {
+        "length": b"HTTP/1.1 200 OK\r\nContent-Length: 1001\r\n\r\n" + body,
+        "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1f4\r\n"
+        + body[:500]
+        + b"\r\n"
+        + b"1f5\r\n"
+        + body[:501]
+        + b"\r\n0\r\n\r\n",
+        "close": b"HTTP/1.1 200 OK\r\n\r\n" + body,
+    }[framing]
+    _, url = await serve([send(raw, close=True)])
+    client = Exchanges(url)
+    with pytest.raises(ExchangeError, match="over 1000 bytes"):
+        await client.request("GET", "/")
+    await client.aclose()
+
+
+async def test_a_stream_joins_a_line_sent_in_many_pieces_and_refuses_one_over_the_line_limit(
+    serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exchanges, "_MAX_LINE", 100)
+    pieces = [b'{"a": "' + b"y" * 20, b"y" * 20, b'"}\n{"b"', b": 2}\n", b"z" * 60, b"z" * 60]
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    raw += b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces)
+    _, url = await serve([send(raw)])
+    client = Exchanges(url)
+    stream = await client.stream("GET", "/watch")
+    lines = stream.aiter_lines()
+    assert [await anext(lines), await anext(lines)] == ['{"a": "' + "y" * 40 + '"}', '{"b": 2}']
+    with pytest.raises(ExchangeError, match="a line of the answer is over 100 bytes"):
+        await anext(lines)
+    await client.aclose()

@@ -38,6 +38,7 @@ from devplace.store import _base as base
 
 _MAX_HEAD = 64 * 1024
 _MAX_LINE = 64 * 1024 * 1024  # one watch event (an object of up to the store's size limit, and then some)
+_MAX_BODY = 256 * 1024 * 1024  # one answer read whole (a list page); beyond, the peer is not an API server we trust
 _NO_BODY_CODES = frozenset({204, 304})
 
 
@@ -281,18 +282,23 @@ class Stream:
     async def aiter_lines(self) -> AsyncIterator[str]:
         """The body's lines (without their line breaks), as they arrive; ends with the body."""
         conn = self._require()
-        pending = b""
+        parts: list[bytes] = []  # the line being read, in pieces: joined once, when it ends
+        size = 0
         try:
             with _wire_errors():
-                async for chunk in _body_chunks(conn.reader, self._head, self._method):
-                    pending += chunk
+                async for chunk in _body_chunks(conn.reader, self._head, self._method, limit=None):
                     if b"\n" not in chunk:
+                        parts.append(chunk)
+                        size += len(chunk)
+                        if size > _MAX_LINE:
+                            raise ExchangeError(f"a line of the answer is over {_MAX_LINE} bytes")
                         continue
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
+                    first, *lines, rest = chunk.split(b"\n")
+                    for line in (b"".join([*parts, first]), *lines):
                         yield line.rstrip(b"\r").decode("utf-8", errors="replace")
-                if pending:
-                    yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
+                    parts, size = ([rest], len(rest)) if rest else ([], 0)
+                if parts:
+                    yield b"".join(parts).rstrip(b"\r").decode("utf-8", errors="replace")
         finally:
             await self.aclose()
 
@@ -350,11 +356,26 @@ def _framed(head: _Head, method: str) -> bool:
 
 
 async def _read_body(reader: asyncio.StreamReader, head: _Head, method: str) -> bytes:
-    return b"".join([chunk async for chunk in _body_chunks(reader, head, method)])
+    return b"".join([chunk async for chunk in _body_chunks(reader, head, method, limit=_MAX_BODY)])
 
 
-async def _body_chunks(reader: asyncio.StreamReader, head: _Head, method: str) -> AsyncIterator[bytes]:
-    """The body as it arrives, by the framing its head declares."""
+async def _body_chunks(
+    reader: asyncio.StreamReader, head: _Head, method: str, *, limit: int | None
+) -> AsyncIterator[bytes]:
+    """The body as it arrives, by the framing its head declares; more than `limit` bytes in all is an error (a
+    stream's lines are bounded one by one instead)."""
+    total = 0
+
+    def counted(size: int) -> int:
+        nonlocal total
+        total += size
+        if limit is None:  # a stream: its lines are bounded one by one, and each piece by `_MAX_BODY`
+            if size > _MAX_BODY:
+                raise ExchangeError(f"the answer's body is over {_MAX_BODY} bytes")
+        elif total > limit:
+            raise ExchangeError(f"the answer's body is over {limit} bytes")
+        return size
+
     if method == "HEAD" or head.status in _NO_BODY_CODES:
         return
     if "chunked" in head.headers.get("transfer-encoding", "").lower():
@@ -364,19 +385,24 @@ async def _body_chunks(reader: asyncio.StreamReader, head: _Head, method: str) -
                 size = int(size_line.split(b";", 1)[0].strip(), 16)
             except ValueError as e:
                 raise ExchangeError(f"a malformed chunk size: {size_line[:40]!r}") from e
+            if size < 0:
+                raise ExchangeError(f"a malformed chunk size: {size_line[:40]!r}")
             if size == 0:
                 while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers, then the end
                     pass
                 return
-            data = await reader.readexactly(size + 2)
+            data = await reader.readexactly(counted(size) + 2)
             yield data[:-2]
     elif "content-length" in head.headers:
         try:
             length = int(head.headers["content-length"])
         except ValueError as e:
             raise ExchangeError(f"a malformed Content-Length: {head.headers['content-length']!r}") from e
+        if length < 0:
+            raise ExchangeError(f"a malformed Content-Length: {head.headers['content-length']!r}")
         if length:
-            yield await reader.readexactly(length)
+            yield await reader.readexactly(counted(length))
     else:
         while chunk := await reader.read(65536):
+            counted(len(chunk))
             yield chunk
