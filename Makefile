@@ -11,7 +11,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_PYTHON_DOWNLOADS := never
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 
-.PHONY: demo test lint typecheck layers unit bench protos check-protos check-lock lock lock-upgrade uv clean etcd venv
+.PHONY: image image-version demo test lint typecheck layers unit bench protos check-protos check-lock lock lock-upgrade uv clean etcd devices venv
 
 # --locked: the install fails, changing nothing, when pyproject.toml and uv.lock disagree (refresh with `make lock`).
 $(STAMP): pyproject.toml uv.lock | uv
@@ -54,7 +54,14 @@ etcd:
 	@command -v etcd >/dev/null || $(APT_INSTALL) etcd-server >/dev/null 2>&1 \
 		|| { apt-get update -qq && $(APT_INSTALL) etcd-server >/dev/null; }
 
-unit: $(STAMP) etcd
+# Real peers for the device tests: umockdev presents recorded devices to real libudev, podman with runc resolves CDI
+# device names in a container. Installed when absent, as etcd is.
+DEBIAN_TEST_PACKAGES := umockdev gir1.2-umockdev-1.0 podman runc busybox-static
+devices:
+	@dpkg -s $(DEBIAN_TEST_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) $(DEBIAN_TEST_PACKAGES) >/dev/null 2>&1 \
+		|| { apt-get update -qq && $(APT_INSTALL) $(DEBIAN_TEST_PACKAGES) >/dev/null; }
+
+unit: $(STAMP) etcd devices
 	$(PY) tools/run_pytest.py -q -p no:cacheprovider
 
 check-protos: $(STAMP)
@@ -70,3 +77,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+# The container image (deploy/kubernetes/Dockerfile), labelled with what `devplace --version` answers for this tree.
+IMAGE ?= devplace
+image-version: $(STAMP)
+	@$(PY) -m devplace.cli version
+
+image: $(STAMP)
+	docker build -f deploy/kubernetes/Dockerfile --build-arg DEVPLACE_VERSION="$$($(PY) -m devplace.cli version)" \
+		-t $(IMAGE):$$($(PY) -m devplace.cli version) .

@@ -36,6 +36,10 @@ BENCHES = [
     "footprint",
     "cel",
     "dra_allocate",
+    "dra_scheduler",
+    "dra_prepare",
+    "udev",
+    "dra_slices",
 ]
 RESULTS = Path(__file__).parent / "results"
 

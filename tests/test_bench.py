@@ -174,6 +174,26 @@ def test_the_nvml_bench_watches_eight_gpus_without_spinning_and_times_xids_to_th
     assert xids["p99_within_1s"] is (xids["p99_seconds"] <= 1.0)
 
 
+def test_the_udev_bench_discovers_through_real_libudev_and_times_adds_to_the_instance_and_kubelet() -> None:
+    result = quick("udev")
+    per_device, ratios = result["us_per_device"], result["ratio_to_bare"]
+    # 30 adapters of 3 devices, the controller and the root hub; the rules find the ttys and the usb_devices
+    assert (result["adapters"], result["devices_enumerated"], result["rules"], result["devices_found"]) == (
+        30,
+        92,
+        10,
+        60,
+    )
+    assert ratios == {
+        "match": round(per_device["match"] / per_device["bare"], 2),
+        "to_instances": round(per_device["to_instances"] / per_device["bare"], 2),
+    }
+    for latency in (result["add_to_handler_list"], result["add_to_instance"], result["add_to_kubelet"]):
+        assert latency["samples"] == 4
+        assert 0 < latency["p50_seconds"] <= latency["p99_seconds"] <= latency["max_seconds"]
+        assert latency["p99_within_1s"] is (latency["p99_seconds"] <= 1.0)
+
+
 def test_the_http_clients_bench_compares_the_stores_exchanges_with_httpx2_on_the_same_server() -> None:
     result = quick("httpclients")
     assert set(result["put_client_cpu_us"]) == {"exchanges", "httpx2"}
@@ -223,3 +243,48 @@ def test_the_dra_allocate_bench_fills_the_cluster_and_never_fits_an_unsatisfiabl
     assert worst["undecided"] == 0
     assert 0 < worst["filter_us_p50"] <= worst["filter_us_p99"] <= worst["filter_us_max"]
     assert set(worst["per_family_us_p99"]) == set(importlib.import_module("bench.dra_allocate").FAMILIES)
+
+
+@pytest.mark.slow
+def test_the_dra_scheduler_bench_binds_every_pod_with_its_claim_through_the_server_and_measures_quality() -> None:
+    result = quick("dra_scheduler")
+    shape = result["shape"]
+    served = result["through_server_on_etcd"]
+    assert served["fill"]["bound"] == served["fill"]["pods"] == shape["pods"]
+    assert served["fill"]["wrong"] == 0
+    assert served["steady"]["bound_at_end"] == shape["pods"]
+    memory = result["memory_store"]
+    assert memory["dra"]["bound"] == shape["pods"]
+    assert memory["dra"]["wrong"] == 0
+    assert result["dra_over_classic_in_memory"] == round(
+        memory["dra"]["pods_per_s"] / memory["classic_device_path"]["pods_per_s"], 3
+    )
+    quality = result["quality"]
+    placed = quality["placed"]
+    strategies = ("firstFit", "binpack", "spread", "optimal")
+    assert placed["optimum"] >= max(placed[s] for s in strategies) > 0
+    assert quality["over_optimum"] == {s: round(placed[s] / placed["optimum"], 4) for s in strategies}
+
+
+def test_the_dra_prepare_bench_reports_prepare_against_its_floor_measured_in_the_same_run() -> None:
+    result = quick("dra_prepare")  # raises when a prepare failed
+    assert result["prepare"]["n"] == result["echo"]["n"] == result["cdi_write"]["n"] == result["n"]
+    floor = sum(result[k]["p50_us"] for k in ("echo", "get", "cas", "cdi_write"))
+    assert result["floor_p50_us"] == round(floor, 1)
+    assert result["ratio_prepare_p50_to_floor"] == round(result["prepare"]["p50_us"] / floor, 2)
+
+
+def test_the_dra_slices_bench_counts_one_slice_write_per_local_device_change() -> None:
+    result = quick("dra_slices")
+    changes = result["changes"]
+    assert set(changes) == {"local_property", "local_gone", "local_new", "shared_property", "shared_node_left"}
+    assert all(figures["n"] > 0 for figures in changes.values())
+    for kind in ("local_property", "local_gone", "local_new"):
+        assert changes[kind]["writes_max"] == 1, kind
+    assert changes["shared_property"]["writes_max"] == 1
+    assert changes["shared_node_left"]["writes_max"] == 2  # the slice it left and the one it joined
+    assert sum(figures["writes_outside_holding_slices"] for figures in changes.values()) == 0
+    assert result["local_goal_met"] is True
+    assert result["shared_goal_met"] is True
+    initial = result["initial"]
+    assert initial["writes"] == initial["slices"] + initial["probe_writes"]  # one create per slice, nothing rewritten

@@ -361,3 +361,44 @@ class QueueModel(RuleBasedStateMachine):
 
 TestQueueModel = QueueModel.TestCase
 TestQueueModel.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+# -- metrics ---------------------------------------------------------------------------------------------------------
+
+
+async def test_a_named_queue_reports_client_gos_work_queue_metrics_under_its_name() -> None:
+    import gc
+
+    from tests.scrapes import delta, labels, registry
+
+    gc.collect()  # queues of earlier tests leave the depth gauge
+    before = registry()
+    queue: WorkQueue[str] = WorkQueue(FakeClock(), name="test-queue")
+    queue.mark("a")
+    queue.mark("a")  # coalesced: not added again
+    queue.mark("b")
+    queue.mark("b", urgent=True)  # moved to the urgent tier: not added again
+    queue.mark("c")
+    queue.forget("c")
+    middle = registry()
+    assert middle[("workqueue_depth", labels(name="test-queue"))] == 2
+    key = await queue.get()
+    queue.done(key)
+    after = registry()
+    assert delta(before, after, "workqueue_adds_total", name="test-queue") == 3
+    assert delta(before, after, "workqueue_queue_duration_seconds_count", name="test-queue") == 1
+    assert delta(before, after, "workqueue_work_duration_seconds_count", name="test-queue") == 1
+    assert after[("workqueue_depth", labels(name="test-queue"))] == 1
+
+
+async def test_an_unnamed_queue_reports_nothing() -> None:
+    import gc
+
+    from tests.scrapes import registry
+
+    gc.collect()  # queues of earlier tests leave the depth gauge
+    before = {k: v for k, v in registry().items() if k[0].startswith("workqueue_")}
+    queue: WorkQueue[str] = WorkQueue(FakeClock())
+    queue.mark("a")
+    queue.done(await queue.get())
+    assert {k: v for k, v in registry().items() if k[0].startswith("workqueue_")} == before

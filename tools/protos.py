@@ -23,6 +23,11 @@ SRC = ROOT / "src"
 PROTOS = (
     "devplace/deviceplugin/v1beta1/api.proto",
     "devplace/deviceplugin/podresources/v1/api.proto",
+    "devplace/deviceplugin/dra/v1/api.proto",
+    "devplace/deviceplugin/dra/v1beta1/api.proto",
+    "devplace/deviceplugin/drahealth/v1alpha1/api.proto",
+    "devplace/deviceplugin/drahealth/v1/api.proto",
+    "devplace/deviceplugin/pluginregistration/v1/api.proto",
     "devplace/discovery/v0/discovery.proto",
     "devplace/store/etcdserverpb/rpc.proto",
 )

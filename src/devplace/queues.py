@@ -22,6 +22,10 @@ Invariants:
 - Cancellation safety: a `get` cancelled while it waits takes nothing; a key is taken and returned in one step, so a
   cancelled worker never loses a key it was not handed.
 
+A queue given a `name` reports client-go's work queue metrics under it (`devplace.metrics`: depth sampled at scrape
+time, adds, time queued, time processing, measured on the monotonic clock, not the queue's `Clock`: they describe
+real work, also in a simulation); an unnamed queue reports nothing and pays nothing.
+
 `wait_event_until(event, clock, deadline)` is the sleep-or-event race, written once: the deadline is absolute and
 the clock is read in the same step the sleep registers, so a `FakeClock` advanced at any moment cannot strand it.
 """
@@ -31,9 +35,11 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
+from devplace import metrics
 from devplace.clocks import Clock
 
 __all__ = ["WorkQueue", "wait_event_until"]
@@ -68,8 +74,9 @@ async def wait_event_until(event: asyncio.Event, clock: Clock, deadline: float |
 class WorkQueue(Generic[K]):
     """Keys to process: coalesced, never handed out twice at once, with timers on the clock (module docstring)."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, name: str | None = None) -> None:
         self.clock = clock
+        self.name = name
         self._urgent: dict[K, None] = {}
         self._queued: dict[K, None] = {}
         self._processing: set[K] = set()
@@ -80,6 +87,10 @@ class WorkQueue(Generic[K]):
         """(deadline, seq, key); an entry is stale unless `_deadlines[key]` is its deadline."""
         self._seq = itertools.count()
         self._changed = asyncio.Event()
+        self._measured: _Measured[K] | None = None
+        if name is not None:
+            self._measured = _Measured(name)
+            metrics.WORKQUEUE_DEPTH.add(self, lambda queue: {(name,): len(queue)})
 
     # -- marking ---------------------------------------------------------------------------------------------------
 
@@ -97,6 +108,8 @@ class WorkQueue(Generic[K]):
             self._queued[key] = None
         else:
             return
+        if self._measured is not None:
+            self._measured.added(key)
         self._changed.set()
 
     def mark_at(self, key: K, when: float) -> None:
@@ -113,6 +126,8 @@ class WorkQueue(Generic[K]):
 
     def forget(self, key: K) -> None:
         """Drop `key` from the queue, its re-queue after `done` and its deadline (it is gone or out of scope)."""
+        if self._measured is not None and key in self:
+            self._measured.queued.pop(key, None)
         self._urgent.pop(key, None)
         self._queued.pop(key, None)
         self._dirty.pop(key, None)
@@ -165,6 +180,8 @@ class WorkQueue(Generic[K]):
         self._queued.pop(key, None)
         self._deadlines.pop(key, None)
         self._processing.add(key)
+        if self._measured is not None:
+            self._measured.taken(key)
         return key
 
     async def _wait_ready(self) -> None:
@@ -195,6 +212,8 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         """`key`'s pass ended; a mark made during it queues it again now."""
         self._processing.discard(key)
+        if self._measured is not None:
+            self._measured.done(key)
         if key in self._dirty:
             self.mark(key, urgent=self._dirty.pop(key))
 
@@ -203,3 +222,31 @@ class WorkQueue(Generic[K]):
 
     async def __anext__(self) -> K:
         return await self.get()
+
+
+class _Measured(Generic[K]):
+    """A named queue's metrics: when each queued key was queued and each processing key was handed out."""
+
+    def __init__(self, name: str) -> None:
+        self.adds = metrics.WORKQUEUE_ADDS.labels(name)
+        self.queue_duration = metrics.WORKQUEUE_QUEUE_DURATION.labels(name)
+        self.work_duration = metrics.WORKQUEUE_WORK_DURATION.labels(name)
+        self.queued: dict[K, float] = {}
+        self.processing: dict[K, float] = {}
+
+    def added(self, key: K) -> None:
+        if key not in self.queued:  # an urgent mark of a queued key moves it; it is not added again
+            self.adds.inc()
+            self.queued[key] = time.perf_counter()
+
+    def taken(self, key: K) -> None:
+        now = time.perf_counter()
+        since = self.queued.pop(key, None)
+        if since is not None:
+            self.queue_duration.observe(now - since)
+        self.processing[key] = now
+
+    def done(self, key: K) -> None:
+        since = self.processing.pop(key, None)
+        if since is not None:
+            self.work_duration.observe(time.perf_counter() - since)

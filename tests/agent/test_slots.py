@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from devplace import errors
 from devplace.agent import _slots as slots
 from devplace.agent._slots import CL, FREE, IL, Claim, Refusal, Usage
+from devplace.api import DRA
 from devplace.api import _devices as devices
 
 INST = "cam-8120fe"
@@ -618,3 +619,79 @@ def test_cl_health_lists_a_sick_instances_vdevs_unhealthy_and_leaves_the_others_
     assert [d.id for d in sick] == [d.id for d in healthy]
     assert [d.healthy for d in sick if d.instance == A] == [False] * len([d for d in healthy if d.instance == A])
     assert [d for d in sick if d.instance == B] == [d for d in healthy if d.instance == B]
+
+
+# -- DRA holders: taken through a ResourceClaim, counted, never repaired or handed to a device plugin ---------------
+
+DRA_A = DRA("default", "gpu-claim", "node-a")
+
+
+def test_a_dra_holder_counts_against_capacity_and_is_unhealthy_to_every_plugin() -> None:
+    # capacity shrank to 1 while a claim holds the retiring slot 1: slot 0 must not be handed out as well
+    read = Usage.read(INST, 1, {f"{INST}-0": "", f"{INST}-1": "D:default/gpu-claim:node-a"})
+    assert read.holders[f"{INST}-1"] == DRA_A
+    assert read.held == 1
+    assert read.free_claimable() == []
+    assert slots.il_health(read, "node-a") == [
+        slots.DeviceHealth(f"{INST}-0", False, INST),
+        slots.DeviceHealth(f"{INST}-1", False, INST),
+    ]
+    assert slots.cl_health([read], "node-a", unique=True) == [slots.DeviceHealth(INST, False, INST)]
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        {f"{INST}-0": "D:default/gpu-claim:node-a"},  # a DRA holder
+        {f"{INST}-0": "D:Default/GPU:node-a"},  # one this grammar cannot read: still never made an IL hold
+        {"bogus": "D:default/gpu-claim:node-a"},  # on an unnamed slot
+    ],
+)
+def test_repair_never_turns_a_dra_holder_into_a_device_plugin_hold(wire: dict[str, str]) -> None:
+    read = Usage.read(INST, 1, wire)
+    assert slots.repair(read, "node-a") is read
+
+
+@pytest.mark.parametrize(
+    ("wire", "wanted", "count", "granted", "new"),
+    [
+        ({"0": "", "1": ""}, [], 1, ["0"], ["0"]),  # any slot: the lowest free
+        ({"0": "D:default/gpu-claim:node-a", "1": ""}, [], 1, ["0"], []),  # already held (scheduler, retry)
+        ({"0": "node-b", "1": ""}, [], 1, ["1"], ["1"]),
+        ({"0": "", "1": ""}, ["1"], 0, ["1"], ["1"]),  # N-devices form: slot 1 by name
+        ({"0": "", "1": "D:default/gpu-claim:node-a"}, ["1"], 0, ["1"], []),
+        ({"0": "D:default/gpu-claim:node-a", "1": ""}, [], 2, ["0", "1"], ["1"]),  # consumable: 2 slots
+    ],
+)
+def test_claim_dra_confirms_what_the_claim_holds_and_takes_the_rest_free(
+    wire: dict[str, str], wanted: list[str], count: int, granted: list[str], new: list[str]
+) -> None:
+    usage = Usage.read(INST, 2, {f"{INST}-{k}": v for k, v in wire.items()})
+    claim = slots.claim_dra(usage, [f"{INST}-{w}" for w in wanted], count, DRA_A, True)
+    assert isinstance(claim, Claim)
+    assert claim.slots == tuple(f"{INST}-{g}" for g in granted)
+    assert claim.new == tuple(f"{INST}-{n}" for n in new)
+    assert all(claim.usage.holders[s] == DRA_A for s in claim.slots)
+
+
+@pytest.mark.parametrize(
+    ("wire", "wanted", "count", "reason"),
+    [
+        ({"0": "node-b"}, [], 1, f"{INST} has 0 free slot(s), claim default/gpu-claim needs 1 more (held by node-b"),
+        ({"0": "D:default/other:node-a"}, ["0"], 0, f"{INST}-0 is held by node-a (DRA claim default/other)"),
+        ({"0": "C:v:node-a"}, ["0"], 0, f"{INST}-0 is held by node-a (configuration level, v)"),
+        ({"0": ""}, ["7"], 0, f"{INST}-7 is not a slot of {INST}"),
+    ],
+)
+def test_claim_dra_refuses_a_slot_someone_else_holds_naming_the_holder(
+    wire: dict[str, str], wanted: list[str], count: int, reason: str
+) -> None:
+    usage = Usage.read(INST, 1, {f"{INST}-{k}": v for k, v in wire.items()})
+    refusal = slots.claim_dra(usage, [f"{INST}-{w}" for w in wanted], count, DRA_A, True)
+    assert isinstance(refusal, Refusal)
+    assert refusal.reason.startswith(reason)
+
+
+def test_claim_dra_refuses_an_instance_this_node_no_longer_sees() -> None:
+    usage = Usage.read(INST, 1, {f"{INST}-0": ""})
+    assert slots.claim_dra(usage, [], 1, DRA_A, False) == Refusal(f"{INST} is no longer visible from node-a")

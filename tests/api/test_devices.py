@@ -127,7 +127,7 @@ def test_an_instance_following_the_slot_rules_is_accepted(usage: dict[str, str] 
             {"cam-8120fe-0": "Node A"},
             1,
             "cam-8120fe-0",
-            "'Node A' is neither empty, a node name, nor 'C:<vdev>:<node>'",
+            "'Node A' is neither empty, a node name, 'C:<vdev>:<node>' nor 'D:<namespace>/<claim>:<node>'",
         ),
         ({"cam-8120fe-0": "", "bogus": ""}, 1, "bogus", "not a slot of cam-8120fe: slots are named 'cam-8120fe-<i>'"),
         ({"cam-8120fe-0": "", "cam-8120fe-01": ""}, 1, "cam-8120fe-01", "not a slot of cam-8120fe"),
@@ -182,3 +182,34 @@ def test_usage_problems_name_only_slots_of_the_usage_or_missing_ones(usage: dict
     for problem in devices.usage_problems("cam", capacity, usage):
         slot = problem.path.removeprefix("spec.deviceUsage.")
         assert slot in usage or slot in canonical
+
+
+# -- DRA holders (issue #25/#26: one slot rule for both paths) --------------------------------------------------------
+
+
+def test_a_dra_holder_round_trips_and_names_its_node() -> None:
+    from devplace.api import DRA, format_holder, named_node, parse_holder
+
+    holder = parse_holder("D:team-a/train-1-gpu-x7k2m:node-b")
+    assert holder == DRA("team-a", "train-1-gpu-x7k2m", "node-b")
+    assert format_holder(holder) == "D:team-a/train-1-gpu-x7k2m:node-b"
+    assert named_node("D:team-a/train-1-gpu-x7k2m:node-b") == "node-b"
+    for bad in ("D:no-slash:node", "D:a/b", "D:A/b:node", "D:a/b:"):
+        with pytest.raises(errors.Invalid, match="DRA holder"):
+            parse_holder(bad)
+
+
+def test_dra_taken_takes_a_named_slot_or_free_ones_and_refuses_a_slot_someone_else_holds() -> None:
+    from devplace.api import DRA, dra_released, dra_taken
+
+    holder = DRA("ns", "c", "node-b")
+    usage = {"gpu-0": "node-a", "gpu-1": "", "gpu-2": ""}
+    assert dra_taken("gpu", usage, holder, slot=1) == {"gpu-0": "node-a", "gpu-1": "D:ns/c:node-b", "gpu-2": ""}
+    with pytest.raises(errors.Conflict, match="gpu-0 is held by 'node-a'"):
+        dra_taken("gpu", usage, holder, slot=0)
+    two = dra_taken("gpu", usage, holder, count=2)
+    assert two == {"gpu-0": "node-a", "gpu-1": "D:ns/c:node-b", "gpu-2": "D:ns/c:node-b"}
+    assert dra_taken("gpu", two, holder, count=2) == two  # a retry takes nothing more
+    with pytest.raises(errors.Conflict, match="has 0 free slot"):
+        dra_taken("gpu", two, DRA("ns", "other", "node-b"), count=1)
+    assert dra_released(two, "ns", "c") == usage

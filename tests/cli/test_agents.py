@@ -18,6 +18,7 @@ from devplace.cli._agents import debug_echo_shared, registration_socket_path, us
 from devplace.cli._app import app
 from devplace.store import open_store
 from tests.agent.conftest import MiniKubelet, configuration
+from tests.discovery.opcuas import peers, url_of
 from tests.discovery.test_nvml import REAL_ABSENT
 from tests.processes import poll_until, stop_child
 
@@ -155,3 +156,62 @@ async def test_an_agent_with_no_nvml_has_no_nvml_handler(sock_dir: Path, tmp_pat
     assert [(c["type"], c["status"]) for c in conditions] == [("DiscoveryFailed", "True")]
     assert "no discovery handler 'nvml' registered on node-a" in conditions[0]["message"]
     assert "nvml off" in log
+
+
+async def _agent_outcome_for_an_opcua_configuration(
+    sock_dir: Path, tmp_path: Path, discovery_url: str, *flags: str
+) -> tuple[list[str], list[str], str]:
+    """Run `devplace agent` (with `flags`) on a store holding one opcua Configuration asking `discovery_url` until its
+    Configuration has a condition or an Instance, then SIGTERM it: the conditions' reasons, the Instances' URLs, the
+    log."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    kubelet = MiniKubelet(sock_dir / "k")
+    await kubelet.start()
+    store = open_store(url)
+    details = f"opcuaDiscoveryMethod: {{standard: {{discoveryUrls: ['{discovery_url}']}}}}"
+    await store.create(configuration(name="thermos", handler="opcua", details=details))
+    log = tmp_path / "agent.log"
+    agent = ["agent", "--node", "node-a", "--store", url, "--kubelet-dir", str(sock_dir / "k"), *flags]
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "devplace.cli", *agent],
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env={**os.environ, "DISCOVERY_HANDLERS_DIRECTORY": str(sock_dir / "akri")},
+        )
+    try:
+
+        async def outcome() -> tuple[list[str], list[str]] | None:
+            cfg = await store.get("Configuration", "thermos", "default")
+            reasons = [c["reason"] for c in (cfg.get("status") or {}).get("conditions") or []]
+            items = (await store.list("Instance")).items
+            urls = [i["spec"]["brokerProperties"]["OPCUA_DISCOVERY_URL"] for i in items]
+            return (reasons, urls) if reasons or urls else None
+
+        reasons, urls = await poll_until(outcome, "the agent's opcua outcome", timeout=60)
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+        return reasons, urls, log.read_text()
+    finally:
+        await stop_child(proc, sig=signal.SIGKILL)
+        await store.close()
+        await kubelet.stop()
+
+
+async def test_the_agents_opcua_handler_turns_the_servers_a_discovery_server_lists_into_instances(
+    sock_dir: Path, tmp_path: Path
+) -> None:
+    with peers() as opcua:
+        lds = url_of(opcua.discovery_server())
+        thermo = url_of(opcua.server("Thermo-A", register_at=lds))
+        reasons, urls, log = await _agent_outcome_for_an_opcua_configuration(sock_dir, tmp_path, lds)
+    assert (reasons, urls) == ([], [thermo])
+    assert "opcua on" in log
+
+
+async def test_an_agent_with_no_opcua_has_no_opcua_handler(sock_dir: Path, tmp_path: Path) -> None:
+    nobody = "opc.tcp://127.0.0.1:1/"
+    reasons, urls, log = await _agent_outcome_for_an_opcua_configuration(sock_dir, tmp_path, nobody, "--no-opcua")
+    assert (reasons, urls) == (["DiscoveryHandlerNotFound"], [])
+    assert "opcua off" in log

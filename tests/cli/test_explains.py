@@ -202,3 +202,69 @@ def test_explain_configuration_shows_the_device_class_of_its_akri_resource_selec
     missing = cli.invoke(app, ["explain", "configuration", "nope"])
     assert missing.exit_code == 1
     assert "not found" in missing.stderr
+
+
+def test_a_pod_with_a_claim_is_explained_with_the_allocators_verdict_per_node(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/dra.db"
+    driver = "gpu.example.com"
+
+    def gpu_slice(node_name: str, memory: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-gpus"},
+            "spec": {
+                "driver": driver,
+                "nodeName": node_name,
+                "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "capacity": {"memory": {"value": memory}}}],
+            },
+        }
+
+    big = f'device.capacity["{driver}"].memory.compareTo(quantity("30Gi")) >= 0'
+    objects = [
+        node("node-a", "8"),
+        node("node-b", "8"),
+        gpu_slice("node-a", "16Gi"),
+        gpu_slice("node-b", "80Gi"),
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "big-gpu"},
+            "spec": {"selectors": [{"cel": {"expression": big}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "big-gpu"}}]}},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "trainer", "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "main", "image": "app"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "train"}],
+            },
+        },
+    ]
+
+    async def seed() -> None:
+        store = open_store(url)
+        try:
+            for obj in objects:
+                await store.create(obj)
+        finally:
+            await store.close()
+
+    asyncio.run(seed())
+    result = CliRunner(env={"DEVPLACE_STORE": url, "COLUMNS": "200"}).invoke(app, ["explain", "pod", "trainer"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Pod default/trainer (pending): 1/2 nodes are available."
+    assert lines[2].split(None, 1) == [
+        "node-a",
+        "claim default/train, request gpu: no device on the node matches class big-gpu and the request",
+    ]
+    assert lines[3].split() == ["node-b", "fits"]

@@ -49,7 +49,12 @@ def test_every_manifest_is_valid_kubernetes_in_strict_mode(where, doc):
 
 
 def test_the_manifests_are_the_parts_akri_users_replace_and_what_they_need():
-    assert set(BY_KIND["DaemonSet"]) == {"devplace-agent", "devplace-gpu-handler"}
+    assert set(BY_KIND["DaemonSet"]) == {
+        "devplace-agent",
+        "devplace-gpu-handler",
+        "devplace-onvif-handler",
+        "devplace-udev-handler",
+    }
     assert set(BY_KIND["Deployment"]) == {"devplace-controller", "devplace-scheduler"}
     assert set(BY_KIND["ServiceAccount"]) == set(BY_KIND["ClusterRole"]) == set(BY_KIND["ClusterRoleBinding"])
     assert len(BY_KIND["CustomResourceDefinition"]) == len(definitions())
@@ -100,7 +105,14 @@ def test_the_agent_runs_with_akris_environment_and_host_paths():
     assert env["DISCOVERY_HANDLERS_DIRECTORY"]["value"] == "/var/lib/akri"
     host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     mounted = {m["mountPath"]: host_paths.get(m["name"]) for m in container["volumeMounts"]}
-    for path in ("/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", "/var/lib/akri"):
+    for path in (
+        "/var/lib/kubelet/device-plugins",
+        "/var/lib/kubelet/pod-resources",
+        "/var/lib/akri",
+        "/var/lib/kubelet/plugins",  # the DRA plugin's socket (plugins/devplace.io/dra.sock)
+        "/var/lib/kubelet/plugins_registry",  # where the kubelet finds DRA plugins
+        "/var/run/cdi",  # CDI spec files the container runtime resolves
+    ):
         assert mounted[path] == path  # the same path inside as on the host: sockets are named by it
     agent = _command(cli_app, container["args"])
     names = {name for param in agent.params for name in getattr(param, "envvar", None) or ()}
@@ -135,6 +147,51 @@ def test_the_gpu_handler_runs_on_gpu_nodes_with_nvidias_runtime_and_registers_wh
     assert "--no-nvml" in agent["args"]  # GPUs come from the handler, which has NVIDIA's libraries
 
 
+def test_the_onvif_handler_alone_shares_the_hosts_network_for_the_multicast_probe():
+    spec = pod_spec("DaemonSet", "devplace-onvif-handler")
+    [container] = spec["containers"]
+    assert container["args"] == ["handler", "onvif"]
+    assert _command(cli_app, container["args"]).commands["onvif"].name == "onvif"
+    assert spec["hostNetwork"] is True  # WS-Discovery multicast reaches the node's LAN, not from a pod network
+    assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["automountServiceAccountToken"] is False  # it never talks to the API server
+    assert {e["name"]: e["value"] for e in container["env"]} == {"DISCOVERY_HANDLERS_DIRECTORY": "/var/lib/akri"}
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    assert {m["mountPath"]: host_paths[m["name"]] for m in container["volumeMounts"]} == {
+        "/var/lib/akri": "/var/lib/akri"  # the agent's registration socket, the handler's own socket
+    }
+    security = container["securityContext"]
+    assert (security["allowPrivilegeEscalation"], security["capabilities"]) == (False, {"drop": ["ALL"]})
+    assert container["image"] == f"devplace:{__version__}"
+    agent_spec = pod_spec("DaemonSet", "devplace-agent")
+    [agent] = agent_spec["containers"]
+    assert "--no-onvif" in agent["args"]  # cameras come from the handler on the host network
+    assert not agent_spec.get("hostNetwork", False)  # the agent itself stays on the pod network
+
+
+def test_the_udev_handler_reads_the_hosts_udev_database_and_dev_and_hears_udevs_events():
+    spec = pod_spec("DaemonSet", "devplace-udev-handler")
+    [container] = spec["containers"]
+    assert container["args"] == ["handler", "udev"]
+    assert _command(cli_app, container["args"]).commands["udev"].name == "udev"
+    assert spec["hostNetwork"] is True  # udevd's netlink events live in the host's network namespace
+    assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["automountServiceAccountToken"] is False  # it never talks to the API server
+    assert {e["name"]: e["value"] for e in container["env"]} == {"DISCOVERY_HANDLERS_DIRECTORY": "/var/lib/akri"}
+    host_paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    mounts = {m["mountPath"]: (host_paths[m["name"]], m.get("readOnly", False)) for m in container["volumeMounts"]}
+    assert mounts == {
+        "/var/lib/akri": ("/var/lib/akri", False),  # the agent's registration socket, the handler's own socket
+        "/run/udev": ("/run/udev", True),  # the udev database: ENV{ID_*} and TAG rules (Akri's issue #476)
+        "/dev": ("/dev", True),
+    }
+    security = container["securityContext"]
+    assert (security["allowPrivilegeEscalation"], security["capabilities"]) == (False, {"drop": ["ALL"]})
+    assert container["image"] == f"devplace:{__version__}"
+    [agent] = pod_spec("DaemonSet", "devplace-agent")["containers"]
+    assert "--no-udev" in agent["args"]  # udev devices come from the handler, which hears udev's events
+
+
 def _command(app: typer.Typer, args: list[str]) -> Any:
     group = typer.main.get_command(app)
     command = group.commands[args[0]]  # type: ignore[attr-defined]
@@ -166,3 +223,19 @@ def test_images_follow_the_package_version():
         assert container["image"] == f"devplace:{__version__}"
     [top] = documents(DEPLOY / "kustomization.yaml")
     assert top["images"] == [{"name": "devplace", "newTag": __version__}]
+
+
+@pytest.mark.parametrize(("kind", "name"), WORKLOADS)
+def test_each_long_running_part_is_probed_on_its_metrics_endpoint(kind, name):
+    [container] = pod_spec(kind, name)["containers"]
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    assert env["DEVPLACE_METRICS_PORT"] == "8080"
+    assert env["DEVPLACE_METRICS_ADDRESS"] == "0.0.0.0"  # the kubelet probes the pod's address
+    assert {"name": "metrics", "containerPort": 8080} in container["ports"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    command = _command(cli_app, container["args"])
+    variables = {v for param in command.params for v in (param.envvar or []) if isinstance(param.envvar, list)} | {
+        param.envvar for param in command.params if isinstance(param.envvar, str)
+    }
+    assert {"DEVPLACE_METRICS_PORT", "DEVPLACE_METRICS_ADDRESS"} <= variables  # the command reads them

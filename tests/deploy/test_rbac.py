@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devplace.api import compile_configuration
 from devplace.clocks import FakeClock
 from devplace.sim import Fleet
 from devplace.store import InformerSet, MemoryStore
@@ -27,6 +28,7 @@ GROUPS = {"Configuration": "akri.sh", "Instance": "akri.sh"}
 """Where the kube store reads these kinds with `kube://?group=akri.sh`, as the manifests run it."""
 
 AKRI, CORE, BATCH, DEVPLACE = "akri.sh", "", "batch", "devplace.io"
+RESOURCE, COORDINATION = "resource.k8s.io", "coordination.k8s.io"
 
 
 def _all(group: str, resource: str, *verbs: str) -> set[Request]:
@@ -36,6 +38,9 @@ def _all(group: str, resource: str, *verbs: str) -> set[Request]:
 EVENTS = _all(CORE, "events", "get", "list", "create", "update", "delete")
 """Every part's Events (store.EventRecorder): created, a repeat's count updated by compare-and-swap (get after a lost
 one), this component's old ones listed and deleted by the sweep."""
+
+LEASES = _all(COORDINATION, "leases", "get", "create", "update")
+"""`--leader-elect` (store.LeaderElector): the Lease read, created once, renewed or taken by compare-and-swap."""
 
 NEEDS: dict[str, set[Request]] = {
     "agent": (
@@ -52,6 +57,11 @@ NEEDS: dict[str, set[Request]] = {
         | _all(CORE, "pods", "list", "watch")
         | _all(CORE, "secrets", "list", "watch")
         | _all(CORE, "configmaps", "list", "watch")
+        # DRA: its node's local pool of ResourceSlices (a probe slice created and deleted at start; slices created,
+        # updated and deleted by compare-and-swap; an informer lists and watches its node's)
+        | _all(RESOURCE, "resourceslices", "list", "watch", "create", "update", "delete")
+        # DRA: the kubelet's plugin reads the claim it prepares (its allocation; the slots it holds are Instances')
+        | _all(RESOURCE, "resourceclaims", "get")
         | EVENTS
     ),
     "controller": (
@@ -68,7 +78,16 @@ NEEDS: dict[str, set[Request]] = {
         | _all(AKRI, "instances", "get", "list", "watch", "update", "delete")
         | _all(CORE, "nodes", "list", "watch")
         | _all(DEVPLACE, "resourceclasses", "list", "watch")
+        # the ResourceClaim lifecycle: claims made from templates for pods (recorded in the pods' status), consumers
+        # that went removed, claims reserved for nobody deallocated, a template's claim deleted with its pod
+        | _all(RESOURCE, "resourceclaims", "get", "list", "watch", "create", "update", "delete")
+        | _all(RESOURCE, "resourceclaims/status", "update")
+        | _all(RESOURCE, "resourceclaimtemplates", "list", "watch")
+        | _all(CORE, "pods/status", "update")
+        # DRA: shared Instances' ResourceSlices (nodeSelector), as the agent writes its local ones
+        | _all(RESOURCE, "resourceslices", "list", "watch", "create", "update", "delete")
         | EVENTS
+        | LEASES
     ),
     "scheduler": (
         # binding (nodeName and device annotations) by compare-and-swap; PodScheduled=False with the reasons
@@ -80,7 +99,16 @@ NEEDS: dict[str, set[Request]] = {
         # ResourceClass status (allocatable, requested)
         | _all(DEVPLACE, "resourceclasses", "get", "list", "watch", "update")
         | _all(DEVPLACE, "resourceclasses/status", "update")
+        # DRA: claims allocated (finalizer, status.allocation, reservedFor) from slices and DeviceClasses; the
+        # Instance slots devplace's devices give a claim; the binding itself through pods/binding
+        | _all(RESOURCE, "resourceclaims", "get", "list", "watch", "update")
+        | _all(RESOURCE, "resourceclaims/status", "update")
+        | _all(RESOURCE, "resourceslices", "list", "watch")
+        | _all(RESOURCE, "deviceclasses", "list", "watch")
+        | _all(AKRI, "instances", "get", "update")
+        | _all(CORE, "pods/binding", "create")
         | EVENTS
+        | LEASES
     ),
 }
 
@@ -198,6 +226,53 @@ async def _kubelet_missing_scenario(recording: Recording, clock: FakeClock, root
     assert [c["type"] for c in node["status"]["conditions"]] == ["DevplaceKubeletMissing"]
 
 
+async def _dra_scenario(recording: Recording, clock: FakeClock) -> None:
+    """DRA end to end: the agents publish their local pools and the controller the shared ones (created, changed,
+    dropped); the scheduler allocates claims from them and the agents' DRA plugins prepare them."""
+    local = _configuration("usbs", discoveryHandler={"name": "sim", "discoveryDetails": "{kind: usb, shared: false}"})
+    shared = _configuration("cams", discoveryHandler={"name": "sim", "discoveryDetails": "{kind: cam}"})
+    async with Fleet(recording, clock=clock, dra=True) as fleet:
+        for node in ("node-a", "node-b"):
+            fleet.add_node(node)
+        await fleet.apply([local, shared, compile_configuration(local), compile_configuration(shared)])
+        fleet.plug("usb-1", ["node-a"], {"kind": "usb"})
+        fleet.plug("cam-1", ["node-a", "node-b"], {"kind": "cam"})
+        await fleet.settle()
+        for name, device_class in (("usb", "usbs.akri.sh"), ("cam", "cams.akri.sh")):
+            await fleet.apply(
+                [
+                    {
+                        "apiVersion": "resource.k8s.io/v1",
+                        "kind": "ResourceClaim",
+                        "metadata": {"name": name},
+                        "spec": {
+                            "devices": {"requests": [{"name": "d", "exactly": {"deviceClassName": device_class}}]}
+                        },
+                    },
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {"name": name},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "image": "sim", "resources": {"claims": [{"name": "d"}]}}],
+                            "resourceClaims": [{"name": "d", "resourceClaimName": name}],
+                        },
+                    },
+                ]
+            )
+            await fleet.settle()
+        fleet.plug("usb-1", ["node-a"], {"kind": "usb", "devnode": "/dev/video1"})  # its slice is updated
+        fleet.plug("cam-1", ["node-a", "node-b"], {"kind": "cam", "ip": "10.0.0.2"})  # its shared slice is updated
+        await fleet.settle()
+        fleet.unplug("cam-1", ["node-b"])  # the shared device moves to another pool
+        await fleet.settle()
+        for name in ("usb", "cam"):
+            await fleet.delete("Pod", name)
+        fleet.unplug("usb-1")  # node-a's slice goes
+        await fleet.advance(400)
+
+
 async def test_the_parts_ask_the_cluster_for_nothing_their_roles_do_not_grant(tmp_path):
     clock = FakeClock()
     recording = Recording(MemoryStore(clock=clock), GROUPS)
@@ -208,6 +283,11 @@ async def test_the_parts_ask_the_cluster_for_nothing_their_roles_do_not_grant(tm
     await _kubelet_missing_scenario(alone, clock, tmp_path)
     for part, requests in alone.requests.items():
         recording.requests.setdefault(part, set()).update(requests)
+    dra = Recording(MemoryStore(clock=clock), GROUPS)
+    InformerSet.of(dra, shared=False)
+    await _dra_scenario(dra, clock)
+    for part, requests in dra.requests.items():
+        recording.requests.setdefault(part, set()).update(requests)
     parts = set(recording.requests) - {"harness", "kubelet"}  # the test's own calls; the simulated kubelets
     assert parts == {"agent", "controller", "scheduler"}  # every call was attributed to a part
     for part in sorted(parts):
@@ -217,4 +297,8 @@ async def test_the_parts_ask_the_cluster_for_nothing_their_roles_do_not_grant(tm
     assert ("delete", AKRI, "instances") in recording.requests["agent"]
     assert {("update", CORE, "configmaps"), ("create", BATCH, "jobs")} <= recording.requests["controller"]
     assert ("update", AKRI, "instances") in recording.requests["controller"]
+    slice_writes = {(verb, RESOURCE, "resourceslices") for verb in ("create", "update", "delete")}
+    assert slice_writes <= recording.requests["agent"]
+    assert slice_writes <= recording.requests["controller"]
+    assert ("get", RESOURCE, "resourceclaims") in recording.requests["agent"]  # a claim was prepared
     assert {("update", CORE, "pods"), ("update", DEVPLACE, "resourceclasses/status")} <= recording.requests["scheduler"]

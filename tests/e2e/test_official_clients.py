@@ -5,6 +5,7 @@ in its own namespace.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -130,6 +131,29 @@ def test_a_self_subject_access_review_is_answered(api: client.ApiClient) -> None
     )
     answer = client.AuthorizationV1Api(api).create_self_subject_access_review(review)
     assert answer.status.allowed is True
+
+
+def test_the_official_clients_binding_binds_a_pod_once_and_a_second_binding_gets_409(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod("default", pod("bind-me", "default"))
+    body = client.V1Binding(
+        metadata=client.V1ObjectMeta(name="bind-me"), target=client.V1ObjectReference(kind="Node", name="node-a")
+    )
+    # the generated client cannot read the Status Kubernetes answers a binding with; it raises on deserializing
+    core.create_namespaced_binding("default", body, _preload_content=False)
+    bound = core.read_namespaced_pod("bind-me", "default")
+    assert bound.spec.node_name == "node-a"
+    assert [(c.type, c.status) for c in bound.status.conditions or []] == [("PodScheduled", "True")]
+    again = client.V1Binding(
+        metadata=client.V1ObjectMeta(name="bind-me"), target=client.V1ObjectReference(kind="Node", name="node-b")
+    )
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_binding("default", again, _preload_content=False)
+    assert refused.value.status == 409
+    answer = json.loads(refused.value.body)
+    assert (answer["reason"], answer["code"]) == ("Conflict", 409)
+    assert answer["message"].endswith('pod default/bind-me is already assigned to node "node-a"')
+    assert core.read_namespaced_pod("bind-me", "default").spec.node_name == "node-a"
 
 
 def test_a_list_of_akri_configurations_holds_only_akri_objects(api: client.ApiClient) -> None:

@@ -676,3 +676,88 @@ def test_the_agent_reads_sources_as_the_node_rule_expects() -> None:
     """The agent reads a ConfigMap or Secret in a namespace by `metadata.name` (`agent.caches.Sources`), which is
     what `node-referenced-sources` allows; and `agent.properties.references` is what the server asks."""
     assert tuple(sorted(authz.SOURCE_KINDS)) == agent_properties.SOURCE_KINDS
+
+
+# -- ResourceSlices: a node writes only its own (Kubernetes' NodeRestriction) -----------------------------------------
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def _slice(node: str | None) -> dict[str, Any]:
+    where: dict[str, Any] = {"nodeName": node} if node else {"allNodes": True}
+    return {"kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": {"driver": "devplace.io", **where}}
+
+
+@pytest.mark.parametrize(
+    ("method", "query", "rule"),
+    [
+        ("GET", "", None),
+        ("GET", "fieldSelector=spec.nodeName%3Dnode-b", None),
+        ("POST", "", None),  # the object decides (admit)
+        ("POST", "dryRun=All", "node-no-dry-run"),
+        ("DELETE", "", "node-kinds"),  # deletecollection
+    ],
+)
+def test_a_node_reads_resource_slices_and_writes_them_one_by_one(method: str, query: str, rule: str | None) -> None:
+    decision = authz.authorize(A, act(method, SLICES, query))
+    if rule is None:
+        assert decision == Allowed(), decision
+    else:
+        assert isinstance(decision, Denied), decision
+        assert decision.rule == rule, decision
+
+
+@pytest.mark.parametrize(
+    ("op", "before", "after", "allowed"),
+    [
+        ("create", None, _slice("node-a"), True),
+        ("update", _slice("node-a"), _slice("node-a"), True),
+        ("delete", _slice("node-a"), None, True),
+        ("create", None, _slice("node-b"), False),
+        ("update", _slice("node-b"), _slice("node-b"), False),
+        ("update", _slice("node-a"), _slice("node-b"), False),
+        ("delete", _slice("node-b"), None, False),
+        ("create", None, _slice(None), False),  # a nodeSelector or allNodes slice is the controller's
+    ],
+)
+def test_a_node_writes_only_resource_slices_with_its_own_node_name(
+    op: authz.Op, before: Any, after: Any, allowed: bool
+) -> None:
+    decision = authz.admit(A, op, "ResourceSlice", before, after)
+    if allowed:
+        assert decision == Allowed(), decision
+    else:
+        assert isinstance(decision, Denied), decision
+        assert decision.rule == "node-own-slices", decision
+
+
+# -- ResourceClaims: a node reads the claims allocated for it, one at a time (node-own-claims) -----------------------
+
+
+def test_a_node_reads_a_claim_allocated_for_it_and_no_other_and_lists_none() -> None:
+    node = authz.Role("node", "node-a")
+
+    def claim(selector: dict[str, Any] | None, allocated: bool = True) -> dict[str, Any]:
+        allocation: dict[str, Any] = {"devices": {"results": []}}
+        if selector is not None:
+            allocation["nodeSelector"] = selector
+        return {"kind": "ResourceClaim", "status": {"allocation": allocation} if allocated else {}}
+
+    def on(name: str) -> dict[str, Any]:
+        return {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}
+
+    assert authz.admit(node, "get", "ResourceClaim", claim(on("node-a")), None) == authz.ALLOWED
+    assert authz.admit(node, "get", "ResourceClaim", claim(None), None) == authz.ALLOWED  # any node may use it
+    refused = authz.admit(node, "get", "ResourceClaim", claim(on("node-b")), None)
+    assert isinstance(refused, authz.Denied)
+    assert refused.rule == "node-own-claims"
+    unallocated = authz.admit(node, "get", "ResourceClaim", claim(on("node-a"), allocated=False), None)
+    assert isinstance(unallocated, authz.Denied)
+    assert unallocated.rule == "node-own-claims"
+    listing = authz.authorize(
+        node, authz.action_of("GET", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims")
+    )
+    assert isinstance(listing, authz.Denied)
+    assert listing.rule == "node-own-claims"
+    one = authz.authorize(node, authz.action_of("GET", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c"))
+    assert one == authz.ALLOWED

@@ -232,3 +232,33 @@ async def test_a_decided_value_comes_back_with_unchanged_delete_and_async_decisi
     await store.create(_cm("d", n="0"))
     plain = await cas(store, "ConfigMap", "d", "default", _bump)
     assert (plain.action, plain.value) == ("updated", None)
+
+
+# -- metrics ---------------------------------------------------------------------------------------------------------
+
+
+async def test_each_cas_is_timed_by_kind_and_outcome_and_each_lost_race_is_counted() -> None:
+    from devplace.store import MemoryStore
+    from tests.scrapes import delta, registry
+
+    store = MemoryStore()
+    await store.create(_cm("c", n="0"))
+    before = registry()
+    await cas(store, "ConfigMap", "c", "default", _bump)
+    await cas(store, "ConfigMap", "c", "default", lambda obj: None)
+    with pytest.raises(errors.NotFound):
+        await cas(store, "ConfigMap", "missing", "default", _bump)
+
+    async def always_stale(obj: Any) -> dict[str, Any]:
+        raise errors.Conflict("stale")
+
+    store.update = always_stale  # type: ignore[method-assign]
+    with pytest.raises(errors.Conflict):
+        await cas(store, "ConfigMap", "c", "default", _bump, attempts=3, base_delay=0.0001)
+    after = registry()
+    count = "devplace_store_cas_duration_seconds_count"
+    assert delta(before, after, count, kind="ConfigMap", outcome="updated") == 1
+    assert delta(before, after, count, kind="ConfigMap", outcome="unchanged") == 1
+    assert delta(before, after, count, kind="ConfigMap", outcome="missing") == 1
+    assert delta(before, after, count, kind="ConfigMap", outcome="conflict") == 1
+    assert delta(before, after, "devplace_store_cas_conflicts_total", kind="ConfigMap") == 3

@@ -810,3 +810,81 @@ async def test_a_live_watcher_with_a_selector_gets_objects_with_a_spec_exactly_a
         ("ADDED", created | {"spec": {"cpu": 4}}, 1),
         ("MODIFIED", updated, 3),
     ]
+
+
+# -- schema versions ----------------------------------------------------------------------------------------------
+
+
+def _rows(db: str) -> tuple[list[tuple], list[tuple]]:
+    with sqlite3.connect(db) as conn:
+        objects = conn.execute("SELECT kind, namespace, name, revision, body FROM objects ORDER BY rowid").fetchall()
+        events = conn.execute("SELECT revision, type, body FROM events ORDER BY revision").fetchall()
+    conn.close()
+    return objects, events
+
+
+def _user_version(db: str, set_to: int | None = None) -> int:
+    with sqlite3.connect(db) as conn:
+        if set_to is not None:
+            conn.execute(f"PRAGMA user_version = {set_to}")
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    conn.close()
+    return version
+
+
+async def test_a_new_file_carries_the_code_s_schema_version(store: SqliteStore, db: str) -> None:
+    assert sqlite_backend.SCHEMA_VERSION == 1
+    assert _user_version(db) == 1
+
+
+async def test_an_unversioned_file_of_today_s_layout_migrates_keeping_every_object_byte_for_byte(
+    db: str, clock: FakeClock
+) -> None:
+    first = SqliteStore(db, clock=clock)
+    gpu = await first.create(node("gpu", spec={"cpu": 4, "zones": ["a", "b"]}))
+    gpu["spec"]["cpu"] = 8
+    await first.update(gpu)
+    await first.create(configmap("café", x="ünïcode"))
+    await first.create(configmap("gone"))
+    await first.delete("ConfigMap", "gone", "default")
+    await first.close()
+    assert _user_version(db, set_to=0) == 0  # the layout every file had before versions
+    objects, events = _rows(db)
+
+    again = SqliteStore(db, clock=clock)
+    try:
+        assert _user_version(db) == sqlite_backend.SCHEMA_VERSION
+        assert _rows(db) == (objects, events)
+        assert [await again.get("Node", "gpu"), await again.get("ConfigMap", "café", "default")] == [
+            json.loads(objects[0][4]),
+            json.loads(objects[1][4]),
+        ]
+        assert rv(await again.create(configmap("after"))) == 6
+    finally:
+        await again.close()
+
+
+async def test_a_file_from_before_the_identity_columns_migrates_to_the_current_version(db: str) -> None:
+    _write_legacy_file(db)
+    assert _user_version(db) == 0
+    await SqliteStore(db).close()
+    assert _user_version(db) == sqlite_backend.SCHEMA_VERSION
+
+
+def test_a_file_newer_than_the_code_is_refused_naming_both_versions_and_left_unchanged(db: str) -> None:
+    async def create() -> None:
+        first = SqliteStore(db)
+        await first.create(configmap("a"))
+        await first.close()
+
+    asyncio.run(create())
+    _user_version(db, set_to=sqlite_backend.SCHEMA_VERSION + 1)
+    before = Path(db).read_bytes()
+    with pytest.raises(errors.Refused) as refused:
+        SqliteStore(db)
+    assert refused.value.message == (
+        f"sqlite store {db} has schema version 2, newer than this devplace's 1: run the devplace that wrote it, or"
+        " restore a backup taken before the upgrade"
+    )
+    assert Path(db).read_bytes() == before
+    assert _user_version(db) == 2

@@ -20,7 +20,11 @@ Shells:
 - `reconcilers`: the loop that turns marked work into Instance writes and plugin-set syncs;
 - `releasers`: this node's slots freed when their pods end or after the PodResources grace;
 - `sockets`: wake-ups when kubelet.sock comes or goes (inotify, or a slow poll);
-- `kubelets`: a warning and a Node condition while kubelet.sock is missing.
+- `kubelets`: a warning and a Node condition while kubelet.sock is missing;
+- `dra`: the kubelet's DRA plugin (registration, NodePrepareResources/NodeUnprepareResources, health), over
+  `draclaims` (pure: a claim's allocation mapped to Instances and slots) and `dracdi` (CDI spec files);
+- `slices`: this node's local Instances published as its DRA ResourceSlice pool (`api.plan_pool`, `store.write_pool`);
+- `samples`: the agent's gauges (Akri's `akri_instance_count`, devices, slots free/held), read at scrape time.
 
 Where Allocate claims a slot: `deviceplugins` (the RPC) -> `writes.update_usage` (the CAS) -> `slots` (the rule).
 

@@ -6,7 +6,9 @@ One `Agent` per node, composed of parts over one set of informers (`caches.NodeC
 - `reconcilers`: the one loop that turns marked work into Instance writes (`instances.plan`) and plugin-set syncs;
 - `pluginsets`: the IL and CL plugins the node wants and `clashes` allows, served, registered with the kubelet and
   re-registered when it restarts; a missing kubelet.sock is warned about and reported on the Node (`kubelets`);
-- `releasers`: this node's slots freed when their pods end, or after the PodResources grace.
+- `releasers`: this node's slots freed when their pods end, or after the PodResources grace;
+- `dra`: the kubelet's DRA plugin (prepare/unprepare by the same slot CAS, CDI, health), when `AgentConfig.dra`;
+- `slices`: this node's local Instances published as its DRA ResourceSlice pool, under the same setting.
 
 Concurrency: everything runs on one event loop. Informer change handlers run synchronously and only mark work (a
 dirty Configuration, the plugin set, a pod to release, a ListAndWatch to re-send); the parts do it. One `Supervisor`
@@ -38,13 +40,17 @@ from pathlib import Path
 from typing import Any
 
 from devplace import errors
+from devplace.agent import _samples as samples
 from devplace.agent._caches import NodeCache, PodInfo
 from devplace.agent._discoveries import Discoveries
+from devplace.agent._dra import DraPlugin, dra_served
+from devplace.agent._dracdi import DEFAULT_CDI_DIR
 from devplace.agent._instances import InstanceRecord
 from devplace.agent._pluginsets import PluginSet
 from devplace.agent._reconcilers import Reconciler
 from devplace.agent._release_rules import DeviceKey
 from devplace.agent._releasers import Releaser
+from devplace.agent._slices import SlicePublisher
 from devplace.api import usage_problems
 from devplace.clocks import Clock, SystemClock
 from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR
@@ -75,6 +81,11 @@ class AgentConfig:
     offline_grace: float = 300.0
     podresources_poll: float = 10.0
     registration_socket: Path | None = None
+    dra: bool | None = False
+    """Serve the kubelet's DRA plugin API as driver devplace.io (`dra`): True, False, or None: when the store serves
+    resource.k8s.io/v1 (`devplace agent`'s default)."""
+    cdi_dir: Path = DEFAULT_CDI_DIR
+    """Where the DRA plugin writes CDI spec files."""
 
 
 class Agent:
@@ -120,11 +131,16 @@ class Agent:
             lambda: self.plugins.holds > 0,
         )
         self._registration: RegistrationServer | None = None
+        self.slices = SlicePublisher(config.node, store, self._cache, self.supervisor, config.dra)
+        """This node's ResourceSlices (`AgentConfig.dra`; None: where the store keeps a probe slice)."""
+        self.dra: DraPlugin | None = None
+        """The kubelet's DRA plugin, while it is served (`AgentConfig.dra`)."""
         self._started = False
         self._cache.configurations.subscribe(self._configuration_changed)
         self._cache.instances.subscribe(self._instance_changed)
         self._cache.pods.subscribe(self._pod_changed)
         self._cache.source_listeners.append(self._source_changed)
+        samples.observe(self)  # akri_instance_count, devices, slots: read at scrape time
 
     # -- PluginHost ----------------------------------------------------------------------------------------------
 
@@ -187,6 +203,16 @@ class Agent:
         finally:
             release()
         self.plugins.observe_kubelet()
+        if self.config.dra or (self.config.dra is None and await dra_served(self.store)):
+            self.dra = DraPlugin(self, self.store, Path(self.config.kubelet_dir), Path(self.config.cdi_dir), self.clock)
+            try:
+                await self.dra.start()
+            except errors.Invalid as e:
+                if self.config.dra:
+                    raise  # asked for: the agent does not run without it
+                log.error("%s: not serving the kubelet's DRA plugin API: %s", self.node, e)
+                self.dra = None
+        await self.slices.start()
         loop = self.supervisor.loop
         loop("reconcile", self.reconciler.run)
         loop("kubelet", self.plugins.watch_kubelet)
@@ -213,6 +239,9 @@ class Agent:
         await self.supervisor.stop()
         await self.plugins.stop()
         await self.releaser.close()
+        if self.dra is not None:
+            await self.dra.stop()
+            self.dra = None
         if self._registration is not None:
             await self._registration.stop()
             self._registration = None
@@ -230,6 +259,7 @@ class Agent:
             and not self.releaser.refreshing
             and not self.plugins.pending
             and not self.events.pending
+            and not self.slices.pending
         )
 
     # -- change handlers (synchronous: they mark work) -------------------------------------------------------------

@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import grpc.aio
 
-from devplace import errors
+from devplace import errors, metrics
 from devplace.agent import _slots as slots
 from devplace.agent import _writes as writes
 from devplace.agent._caches import NodeCache
@@ -291,6 +292,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         resume = self.host.hold()
         handed_over = False
         undo: list[Undo] = []
+        started, result = time.perf_counter(), "failed"  # devplace.metrics: latency by result, refusals
         try:
             grants: list[list[tuple[InstanceRecord, str]]] = []
             for req in request.container_requests:
@@ -301,8 +303,10 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 self.host.allocated([(self.resource_name, device_id) for device_id in ids])
             response = self._response_for(grants)
             handed_over = _after_rpc(context, resume)
+            result = "allocated"
             return response
         except errors.DevplaceError as e:
+            result = "refused" if isinstance(e, errors.Refused) else "failed"
             await self._rollback(undo)
             log.info("%s: Allocate refused: %s", self.resource_name, e.message)
             await abort(context, e)
@@ -312,6 +316,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             await asyncio.shield(self._rollback(undo))
             raise
         finally:
+            metrics.allocated(result, time.perf_counter() - started)
             if not handed_over:
                 resume()
 

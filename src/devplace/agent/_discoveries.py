@@ -27,11 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from devplace import errors
+from devplace import errors, metrics
 from devplace.agent import _conditions as conditions
 from devplace.agent import _instances as instances
 from devplace.agent import _properties as properties
@@ -235,8 +236,12 @@ class Discoveries:
         """Stream from one registration until it ends; why it ended (`run.invalid` for refused details)."""
         run.live.add(uid)
         stream: AsyncIterator[list[Device]] = handler.discover(details, values)
+        asked: float | None = time.perf_counter()  # Akri's discovery metrics: until the first answer, or a failure
         try:
             async for devices in stream:
+                if asked is not None:
+                    metrics.discovery_response(handler.name, key[1], time.perf_counter() - asked)
+                    asked = None
                 run.lists[uid] = list(devices)
                 self._publish(key, run)
                 if not run.reported and run.invalid is None:
@@ -251,7 +256,12 @@ class Discoveries:
         except Exception as e:
             log.exception("%s: discovery for %s/%s from %s failed", self.node, *key, uid)
             return conditions.Failure(conditions.HANDLER_UNAVAILABLE, f"{type(e).__name__}: {e}")
+        except asyncio.CancelledError:
+            asked = None  # stopped, not failed
+            raise
         finally:
+            if asked is not None:
+                metrics.discovery_response(handler.name, key[1], None)
             run.live.discard(uid)
             await _close(stream)
 

@@ -66,7 +66,7 @@ class Reconciler:
         self.clock = clock
         self._sync_plugins = sync_plugins
         self.events = events
-        self.queue: WorkQueue[Key] = WorkQueue(clock)
+        self.queue: WorkQueue[Key] = WorkQueue(clock, name="devplace-agent")
 
     @property
     def pending(self) -> bool:

@@ -12,6 +12,7 @@ values by the slot rules of `devplace.api._devices` (the one definition, which t
 | `""`                 | `FREE`          | nobody holds the slot                                     |
 | `"<node>"`           | `IL(node)`      | held through the node's Instance-level plugin             |
 | `"C:<vdev>:<node>"`  | `CL(vdev, node)`| held through the node's Configuration-level plugin, vdev  |
+| `"D:<ns>/<c>:<node>"`| `DRA(ns, c, node)` | held for the ResourceClaim `<ns>/<c>` prepared on the node (DRA) |
 | anything else        | `Unknown(raw)`  | breaks the rules; kept exactly as stored (below)          |
 
 Slots are named `<instance>-<i>` for i in 0..capacity-1 ("canonical"). After a capacity shrink a held slot with
@@ -22,11 +23,15 @@ An Instance that breaks the rules (written into the store past the API server, o
 dropped: one bad slot must not take a device offline. `Usage.read` keeps every slot; what breaks the rules is inert:
 - an `Unknown` holder is never claimable, never Healthy and not counted against capacity: no agent writes one, so it
   records no allocation this agent could honour;
+- a `DRA` holder is a slot taken through DRA: counted against capacity, Unhealthy to every IL and CL plugin, never
+  repaired and never released by the device-plugin release rules (`release_rules` reads only IL and CL holders): only
+  the claim's NodeUnprepareResources (`claim_dra`'s inverse, `release_slots`) or the claim's lifecycle frees it;
 - a slot whose name is not `<instance>-<i>` ("unnamed") is not advertised, not claimable and not counted: claims take
   only named slots, so no allocation rests on one.
 What the node owns it repairs (`repair`, written by the agent's capacity sync): an `Unknown` holder that names it
-(`C::node-a`) becomes its Instance-level hold, which the releaser frees like any slot the kubelet does not list (so a
-corrupted record of a running container is not handed out at once); an unnamed slot it holds goes. `resize` adds
+(`C::node-a`; never one that looks like a DRA holder, `D:...`) becomes its Instance-level hold, which the releaser
+frees like any slot the kubelet does not list (so a corrupted record of a running container is not handed out at
+once); an unnamed slot it holds goes. `resize` adds
 missing slots and drops free ones beyond capacity (unnamed free ones too). An `Unknown` holder naming another node
 or none is left alone, as another node's slots are: only the node a slot names writes it (DESIGN.md section 3).
 
@@ -45,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devplace import errors
-from devplace.api import CL, FREE, IL, Free, named_node, parse_holder, slot_name
+from devplace.api import CL, DRA, FREE, IL, Free, named_node, parse_holder, slot_name
 from devplace.api import format_holder as format_known_holder
 from devplace.api import slot_index as parse_slot_index
 
@@ -67,8 +72,13 @@ class Unknown:
         """Whether it names `node` (`api.devices.named_node`: `C::node-a`, `C:a:b:node-a`)."""
         return named_node(self.raw) == node
 
+    def is_dra(self) -> bool:
+        """Whether it looks like a DRA holder (`D:...`) the grammar cannot read: never repaired into a device-plugin
+        hold, because the device-plugin release rule would then free a slot a ResourceClaim may rest on."""
+        return isinstance(self.raw, str) and self.raw.startswith("D:")
 
-Holder = Free | IL | CL | Unknown
+
+Holder = Free | IL | CL | DRA | Unknown
 
 
 def format_holder(holder: Holder) -> Any:
@@ -97,7 +107,7 @@ class Usage:
         held = sum(
             1
             for slot, h in self.holders.items()
-            if isinstance(h, IL | CL) and slot_index(self.instance, slot) is not None
+            if isinstance(h, IL | CL | DRA) and slot_index(self.instance, slot) is not None
         )
         object.__setattr__(self, "held", held)
 
@@ -253,6 +263,57 @@ def claim_slots(usage: Usage, wanted: Sequence[str], node: str, visible: bool) -
     return Claim(tuple(wanted), usage.with_holders(dict.fromkeys(new, mine)), tuple(new))
 
 
+def claim_dra(usage: Usage, wanted: Sequence[str], count: int, holder: DRA, visible: bool) -> Claim | Refusal:
+    """A DRA claim's share of one Instance: the slots `wanted` by name (the N-devices form: device `<name>-<i>` is
+    slot i), plus `count` slots of any name (one device standing for the Instance: capacity 1, or the consumable
+    form taking `consumedCapacity.slots`), all for `holder`, or nothing.
+
+    Slots `holder` already holds count first (devplace's scheduler took them before writing the allocation, or an
+    earlier prepare did: a retried prepare takes nothing more); the rest are taken from the free ones, lowest first.
+    Refused, naming the holder, when a wanted slot is held by anyone else, or too few slots are free.
+    """
+    if not visible:
+        return _invisible(usage, holder.node)
+    if len(set(wanted)) != len(wanted):
+        return Refusal(f"the claim names a slot of {usage.instance} twice: {', '.join(wanted)}")
+    mine = set(usage.slots_held_by(holder))
+    granted: list[str] = []
+    new: list[str] = []
+    for slot in wanted:
+        current = usage.holders.get(slot)
+        if current is None or usage.index(slot) is None:
+            return Refusal(f"{slot} is not a slot of {usage.instance}")
+        if current == holder:
+            granted.append(slot)
+            continue
+        if not isinstance(current, Free):
+            return Refusal(f"{slot} is held by {current}, not by claim {holder.namespace}/{holder.claim}")
+        held = usage.held + len(new)
+        if not usage.is_canonical(slot) or held >= usage.capacity:
+            return Refusal(f"{slot} cannot be taken: {held} of {usage.capacity} slots are held")
+        granted.append(slot)
+        new.append(slot)
+    spare = [slot for slot in usage.holders if slot in mine and slot not in granted]
+    reuse = spare[:count]
+    granted.extend(reuse)
+    missing = count - len(reuse)
+    if missing > 0:
+        current_usage = usage.with_holders(dict.fromkeys(new, holder)) if new else usage
+        free = current_usage.free_claimable()
+        if len(free) < missing or current_usage.held + missing > usage.capacity:
+            others = sorted({str(h) for h in usage.holders.values() if not isinstance(h, Free) and h != holder})
+            taken = f" (held by {'; '.join(others)})" if others else ""
+            return Refusal(
+                f"{usage.instance} has {len(free)} free slot(s), claim {holder.namespace}/{holder.claim} needs "
+                f"{missing} more{taken}"
+            )
+        granted.extend(free[:missing])
+        new.extend(free[:missing])
+    if not new:
+        return Claim(tuple(granted), usage)
+    return Claim(tuple(granted), usage.with_holders(dict.fromkeys(new, holder)), tuple(new))
+
+
 def vdev_instance(vdev: str, instances: Iterable[str]) -> str | None:
     """The Instance a vdev belongs to: the Instance itself (unique) or `<instance>-<i>` (per slot)."""
     names = set(instances)
@@ -342,7 +403,7 @@ def repair(usage: Usage, node: str) -> Usage:
         holder = usage.holders[slot]
         named = usage.index(slot) is not None
         if isinstance(holder, Unknown):
-            if holder.names(node):
+            if holder.names(node) and not holder.is_dra():
                 changes[slot] = IL(node) if named else None
         elif isinstance(holder, IL | CL) and holder.node == node:
             changes[slot] = None

@@ -13,11 +13,15 @@ Kubernetes API machinery (OpenAPI, patches, tables) is `devplace.kubeapi`.
 - `manifests`: YAML or JSON text into validated wire dicts (hostile input refused before it is expanded);
 - `podspecs`: Kubernetes' own checks for the Kubernetes types the kinds carry as plain maps;
 - `definitions`: Kubernetes' shipped schemas, the leaf that `podspecs` and `kubeapi` both read;
-- `applies`: what to write so the store holds a manifest (pure; `store.apply_object` runs it).
+- `applies`: what to write so the store holds a manifest (pure; `store.apply_object` runs it);
+- `bindings`: a Pod bound to a Node as the `pods/binding` subresource does it (`bound_pod`);
+- `udevrules`: Akri's `udevRules` grammar (`parse_udev_rule`), which apply enforces for `udev` Configurations;
 - `dra`: Kubernetes' DRA kinds (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate) and their limits;
 - `cel`: CEL device selectors in Kubernetes' DRA environment (compiled once, verdicts cached, cost-bounded);
 - `dradevices`: an Instance's attributes (`instance_properties`, what resource classes select on) and the one
   mapping from a devplace device to a DRA device;
+- `draslices`: ResourceSlices from Instances (`instance_devices`, pools, `plan_pool`: the writes that publish a pool
+  within Kubernetes' limits), and the probe that says which optional fields a cluster keeps;
 - `compiles`: a ResourceClass, or a Configuration's Akri resource, compiled to a DeviceClass that selects the same
   devices.
 
@@ -25,6 +29,7 @@ One door: every module here is private; this face is what the package promises (
 """
 
 from devplace.api._applies import Create, Update, plan_apply
+from devplace.api._bindings import binding, bound_pod
 from devplace.api._cel import DeviceInput, Filter, Selector, Verdicts, compile_selector
 from devplace.api._clusters import (
     EVENT_TYPES,
@@ -40,6 +45,7 @@ from devplace.api._compiles import compile_class, compile_configuration, extende
 from devplace.api._definitions import kubernetes_definitions, kubernetes_typed
 from devplace.api._devices import (
     CL,
+    DRA,
     FREE,
     IL,
     PLACEHOLDER,
@@ -53,6 +59,8 @@ from devplace.api._devices import (
     ResourceClass,
     SelectionStrategy,
     cdi_name,
+    dra_released,
+    dra_taken,
     format_holder,
     named_node,
     parse_holder,
@@ -75,9 +83,23 @@ from devplace.api._dradevices import (
     DRIVER,
     DraDevice,
     attribute_id,
+    device_name,
     dra_device,
     instance_device,
     instance_properties,
+)
+from devplace.api._draslices import (
+    PUBLISHER_LABEL,
+    UNHEALTHY_TAINT,
+    PoolSpec,
+    SliceSupport,
+    SliceWrite,
+    instance_devices,
+    local_pool,
+    plan_pool,
+    probe_slice,
+    shared_pool,
+    support_of,
 )
 from devplace.api._manifests import (
     MAX_DEPTH,
@@ -110,11 +132,13 @@ from devplace.api._selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from devplace.api._udevrules import UdevFilter, parse_udev_rule
 from devplace.api._workloads import ConfigMap, Deployment, Job, Node, Pod, Secret, Service, decode_base64
 
 __all__ = [
     "CL",
     "DEFAULT_NAMESPACE",
+    "DRA",
     "DRIVER",
     "EVENT_TYPES",
     "FREE",
@@ -122,9 +146,11 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_REVISION",
     "PLACEHOLDER",
+    "PUBLISHER_LABEL",
     "RESOURCE_PREFIXES",
     "SELECTION_STRATEGIES",
     "SERVER_OWNED_METADATA",
+    "UNHEALTHY_TAINT",
     "ClusterRole",
     "ClusterRoleBinding",
     "ConfigMap",
@@ -151,6 +177,7 @@ __all__ = [
     "NodeSelector",
     "ObjectMeta",
     "Pod",
+    "PoolSpec",
     "Quantity",
     "Requirement",
     "Resource",
@@ -165,20 +192,29 @@ __all__ = [
     "Selector",
     "Service",
     "ServiceAccount",
+    "SliceSupport",
+    "SliceWrite",
+    "UdevFilter",
     "Update",
     "Verdicts",
     "attribute_id",
+    "binding",
+    "bound_pod",
     "cdi_name",
     "compile_class",
     "compile_configuration",
     "compile_selector",
     "decode_base64",
+    "device_name",
     "dns1123_label_problem",
     "dns1123_subdomain_problem",
     "dra_device",
+    "dra_released",
+    "dra_taken",
     "extended_resource",
     "format_holder",
     "instance_device",
+    "instance_devices",
     "instance_properties",
     "invalid_from",
     "json_tree",
@@ -188,6 +224,7 @@ __all__ = [
     "label_key_problem",
     "label_value_problem",
     "load_documents",
+    "local_pool",
     "lookup",
     "lookup_plural",
     "named_node",
@@ -198,15 +235,20 @@ __all__ = [
     "parse_label_selector",
     "parse_positioned",
     "parse_revision",
+    "parse_udev_rule",
     "plan_apply",
+    "plan_pool",
     "pod_claim_problems",
+    "probe_slice",
     "register",
     "released",
     "require_dns1123_subdomain",
     "resource_name",
     "resource_prefix",
+    "shared_pool",
     "slot_index",
     "slot_name",
+    "support_of",
     "update_problems",
     "usage_problems",
     "validated",

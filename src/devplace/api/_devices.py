@@ -15,8 +15,11 @@ with them) and by the scheduler and controller (they skip or read around what br
 - slot names are `<instance>-<i>`, `i` a decimal without leading zeros below `MAX_CAPACITY`;
 - holders are `""` (free), `"<node>"` (held through the node's Instance-level plugin) or `"C:<vdev>:<node>"` (held
   through its Configuration-level plugin), node and vdev lower-case DNS-style names: Akri's three forms, parsed once
-  into `FREE`, `IL(node)` and `CL(vdev, node)`. A holder may name a node that is not in `nodes` (a node that stopped
-  seeing the device keeps its slots until they are released);
+  into `FREE`, `IL(node)` and `CL(vdev, node)`; and devplace's fourth, `"D:<namespace>/<claim>:<node>"` (`DRA`): held
+  for the ResourceClaim `<namespace>/<claim>` allocated for a pod on `<node>` through DRA (DESIGN.md section 6a). Akri's
+  agent reads a holder as "this node holds it" only when it is the node's name or ends in `:<node>`, so it sees a
+  DRA-held slot as taken by that node, never as free (the same rule `named_node` applies). A holder may name a node
+  that is not in `nodes` (a node that stopped seeing the device keeps its slots until they are released);
 - capacity: every slot below `capacity` exists (an empty `deviceUsage` is accepted as not yet written: the agent of a
   node in `nodes` writes the free slots), and a slot at or beyond `capacity` exists only while held (it retires after
   a capacity shrink and goes when released).
@@ -51,7 +54,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -60,6 +63,7 @@ from devplace.api import _selectors as selectors
 from devplace.api._meta import DnsLabel, DnsSubdomain, Model, Resource
 from devplace.api._quantity import is_quantity
 from devplace.api._registry import register
+from devplace.api._udevrules import udev_details_problems
 
 _DEVICE_GROUPS = ("devplace.io/v1alpha1", "akri.sh/v0")
 
@@ -285,6 +289,22 @@ class Configuration(Resource):
             return None
         return "perNode" if broker.broker_pod_spec is not None else "job"
 
+    @classmethod
+    def from_obj(cls, obj: Any, *, strict: bool = False) -> Self:
+        """As every kind's, and at the write boundary (`strict`) also `admission_problems`: read back from a store,
+        a Configuration with such details still loads, and the agent puts a condition on it."""
+        model = super().from_obj(obj, strict=strict)
+        found = list(model.admission_problems()) if strict else []
+        if found:
+            raise errors.Invalid("; ".join(str(f) for f in found), found)
+        return model
+
+    def admission_problems(self) -> Iterator[errors.FieldError]:
+        """What apply refuses beyond the schema: a `udev` rule Akri's grammar cannot parse (`api._udevrules`)."""
+        handler = self.spec.discovery_handler
+        if handler.name == "udev":
+            yield from udev_details_problems(handler.discovery_details)
+
     def problems(self) -> Iterator[errors.FieldError]:
         yield from self._strategy_problems()
         longest = f"{self.name}-ffffff-{self.spec.capacity - 1}"
@@ -323,6 +343,7 @@ class Configuration(Resource):
 # -- deviceUsage: slot names, holders and the capacity rule (module docstring) -------------------------------------
 
 _CL_PREFIX = "C:"
+_DRA_PREFIX = "D:"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
@@ -358,7 +379,19 @@ class CL:
         return f"{self.node} (configuration level, {self.vdev})"
 
 
-Holder = Free | IL | CL
+@dataclass(frozen=True)
+class DRA:
+    """Held for the ResourceClaim `namespace`/`claim`, allocated for a pod on `node` through DRA."""
+
+    namespace: str
+    claim: str
+    node: str
+
+    def __str__(self) -> str:
+        return f"{self.node} (DRA claim {self.namespace}/{self.claim})"
+
+
+Holder = Free | IL | CL | DRA
 
 
 def parse_holder(raw: Any, path: str = "holder") -> Holder:
@@ -367,13 +400,21 @@ def parse_holder(raw: Any, path: str = "holder") -> Holder:
         raise errors.Invalid.field(path, f"a holder is a string, not {type(raw).__name__} {raw!r}")
     if raw == "":
         return FREE
+    if raw.startswith(_DRA_PREFIX):
+        claim_ref, sep, node = raw[len(_DRA_PREFIX) :].rpartition(":")
+        namespace, slash, claim = claim_ref.partition("/")
+        if not sep or not slash or not _NAME.match(namespace) or not _NAME.match(claim) or not _NAME.match(node):
+            raise errors.Invalid.field(path, f"{raw!r} is not a DRA holder 'D:<namespace>/<claim>:<node>'")
+        return DRA(namespace, claim, node)
     if raw.startswith(_CL_PREFIX):
         vdev, sep, node = raw[len(_CL_PREFIX) :].partition(":")
         if not sep or not _NAME.match(vdev) or not _NAME.match(node):
             raise errors.Invalid.field(path, f"{raw!r} is not a configuration-level holder 'C:<vdev>:<node>'")
         return CL(vdev, node)
     if not _NAME.match(raw):
-        raise errors.Invalid.field(path, f"{raw!r} is neither empty, a node name, nor 'C:<vdev>:<node>'")
+        raise errors.Invalid.field(
+            path, f"{raw!r} is neither empty, a node name, 'C:<vdev>:<node>' nor 'D:<namespace>/<claim>:<node>'"
+        )
     return IL(raw)
 
 
@@ -383,6 +424,8 @@ def format_holder(holder: Holder) -> str:
         return holder.node
     if isinstance(holder, CL):
         return f"{_CL_PREFIX}{holder.vdev}:{holder.node}"
+    if isinstance(holder, DRA):
+        return f"{_DRA_PREFIX}{holder.namespace}/{holder.claim}:{holder.node}"
     return ""
 
 
@@ -396,7 +439,7 @@ def named_node(raw: Any) -> str | None:
         holder = parse_holder(raw)
     except errors.Invalid:
         return raw.rpartition(":")[2] or None
-    return holder.node if isinstance(holder, IL | CL) else None
+    return holder.node if isinstance(holder, IL | CL | DRA) else None
 
 
 def released(instance: str, capacity: int, device_usage: Mapping[str, Any], nodes: frozenset[str]) -> dict[str, Any]:
@@ -569,3 +612,44 @@ class ResourceClass(Resource):
                 if found is not None:
                     where, reason = found
                     yield errors.FieldError(f"spec.resourceSelector[{t}].matchExpressions[{e}].{where}", reason)
+
+
+def dra_taken(
+    instance: str, device_usage: Mapping[str, Any], holder: DRA, *, slot: int | None = None, count: int = 1
+) -> dict[str, Any]:
+    """`device_usage` with `holder` holding slot `slot` (a device of the N-devices form), or `count` slots in all
+    (a share of a device with consumable capacity; those it holds already count): the one rule both DRA paths take
+    slots by (the scheduler before it writes an allocation, the node's DRA plugin when it prepares a claim).
+
+    `errors.Conflict` naming the slot's holder when the slot is someone else's, or when fewer slots are free than
+    wanted; nothing changes then."""
+    wire = format_holder(holder)
+    out = dict(device_usage)
+    if slot is not None:
+        name = slot_name(instance, slot)
+        current = out.get(name)
+        if current is None:
+            raise errors.Conflict(f"Instance {instance} has no slot {name}")
+        if current not in ("", wire):
+            raise errors.Conflict(f"slot {name} is held by {current!r}, not free for {wire!r}")
+        out[name] = wire
+        return out
+    held = sum(1 for v in out.values() if v == wire)
+    free = sorted(
+        (s for s, v in out.items() if v == "" and slot_index(instance, s) is not None),
+        key=lambda s: slot_index(instance, s) or 0,
+    )
+    want = count - held
+    if want > len(free):
+        raise errors.Conflict(
+            f"Instance {instance} has {len(free)} free slot(s), {wire!r} needs {want} more (holds {held} of {count})"
+        )
+    for name in free[: max(want, 0)]:
+        out[name] = wire
+    return out
+
+
+def dra_released(device_usage: Mapping[str, Any], namespace: str, claim: str) -> dict[str, Any]:
+    """`device_usage` with every slot held for claim `namespace/claim` (on any node) free again."""
+    prefix = f"{_DRA_PREFIX}{namespace}/{claim}:"
+    return {s: ("" if isinstance(v, str) and v.startswith(prefix) else v) for s, v in device_usage.items()}

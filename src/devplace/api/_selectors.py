@@ -70,6 +70,7 @@ FIELD_LABELS: dict[str, tuple[str, ...]] = {
     "Secret": ("type",),
     "Node": ("spec.unschedulable",),
     "Job": ("status.successful",),
+    "ResourceSlice": ("spec.nodeName", "spec.driver"),
 }
 """Per kind, the fields a field selector may name besides `COMMON_FIELDS` (Kubernetes' field labels). A kind served
 in two groups that hold apart objects (Configuration, Instance: `akri.sh` and `devplace.io`) also takes `apiVersion`,

@@ -5,12 +5,16 @@
 - `output`: tables, JSON, YAML, describe text and watch lines;
 - `explains`: `devplace explain pod NAME`;
 - `crds`: `devplace crds`;
+- `stores`: `devplace store backup | restore | export | import`;
+- `renders`: `devplace render --akri-values`, on `akrivalues` (Akri's chart as rules) and `helmvalues` (`--set`);
 - `emco`: `devplace fleet ...`, the /v2 client; `emcofiles`: emcoctl's resource files;
 - `servers`: `devplace server` and `devplace wait-ready`; `agents`: `devplace agent`;
 - `daemons`: `devplace scheduler | controller`;
 - `handlers`: `devplace handler nvml`, a built-in discovery handler as its own process;
 - `kubelets`: `devplace kubelet-sim`;
-- `demos`: `devplace demo`, which runs `devplace.demo`.
+- `demos`: `devplace demo`, which runs `devplace.demo`;
+- `configs`: every option from `DEVPLACE_<OPTION>` and `--config FILE`; `logs`: `--log-level`, `--log-format`;
+  `probes`: `--metrics-port`'s `/metrics`, `/livez`, `/readyz`.
 
 One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """

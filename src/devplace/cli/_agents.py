@@ -21,6 +21,15 @@ of devplace's own there.
   in one log line. `DP_DISABLE_HEALTHCHECKS` / `DP_ENABLE_HEALTHCHECKS` tune which XIDs make a GPU Unhealthy, as for
   NVIDIA's device plugin; an Unhealthy GPU stays so until the agent restarts (NVML cannot clear an XID). Where
   `devplace handler nvml` runs as its own process (deploy/kubernetes/gpu-handler.yaml), pass `--no-nvml`.
+- The built-in `udev` handler (Akri's `udevRules` over libudev, `devplace.discovery._udev`) runs unless `--no-udev`:
+  it opens libudev only when a Configuration names it, and follows udev's events from then on. Where
+  `devplace handler udev` runs as its own process, pass `--no-udev`.
+- The built-in `opcua` handler (OPC UA servers through FindServers, `devplace.discovery._opcua`) runs unless
+  `--no-opcua`: it asks the discovery URLs a Configuration names every `--opcua-interval` seconds (10, as Akri's).
+  Where `devplace handler opcua` runs as its own process, pass `--no-opcua`.
+- The built-in `onvif` handler (ONVIF cameras by WS-Discovery, `devplace.discovery._onvif`) runs unless `--no-onvif`:
+  it probes only for a Configuration that names it, every 10 s as Akri's; its multicast probe needs the node's
+  network (hostNetwork in a pod). Where `devplace handler onvif` runs as its own process, pass `--no-onvif`.
 - Accepted and ignored: `HOST_CRICTL_PATH`, `HOST_RUNTIME_ENDPOINT`, `HOST_IMAGE_ENDPOINT` (Akri used crictl to find
   which slots are in use; devplace asks the kubelet's PodResources API instead).
 The store is `--store`/`$DEVPLACE_STORE` (on a cluster: the API server devplace runs against).
@@ -52,7 +61,8 @@ import typer
 
 from devplace import errors
 from devplace.api import require_dns1123_subdomain
-from devplace.cli._daemons import LogLevelOption, configure_logging, serve
+from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging, serve
+from devplace.cli._probes import Health, MetricsAddressOption, MetricsPortOption, maybe_open
 from devplace.cli._resources import StoreOption, fail, run, store_url
 from devplace.clocks import SystemClock
 from devplace.deviceplugin import DEFAULT_KUBELET_DIR
@@ -145,11 +155,42 @@ def agent(
         bool,
         typer.Option("--nvml/--no-nvml", help="Run the built-in nvml handler (NVIDIA GPUs through NVML)"),
     ] = True,
+    udev: Annotated[
+        bool,
+        typer.Option("--udev/--no-udev", help="Run the built-in udev handler (Akri's udevRules over libudev)"),
+    ] = True,
+    opcua: Annotated[
+        bool,
+        typer.Option("--opcua/--no-opcua", help="Run the built-in opcua handler (OPC UA servers through FindServers)"),
+    ] = True,
+    opcua_interval: Annotated[
+        float,
+        typer.Option("--opcua-interval", help="Seconds between the opcua handler's FindServers rounds", min=0.1),
+    ] = 10.0,
+    onvif: Annotated[
+        bool,
+        typer.Option("--onvif/--no-onvif", help="Run the built-in onvif handler (ONVIF cameras by WS-Discovery)"),
+    ] = True,
+    dra: Annotated[
+        bool | None,
+        typer.Option(
+            "--dra/--no-dra",
+            help="Serve the kubelet's DRA plugin API as driver devplace.io and publish this node's ResourceSlices "
+            "[default: on when the store serves resource.k8s.io/v1]",
+        ),
+    ] = None,
+    cdi_dir: Annotated[
+        Path,
+        typer.Option("--cdi-dir", help="Where the DRA plugin writes CDI spec files", envvar="DEVPLACE_CDI_DIR"),
+    ] = Path("/var/run/cdi"),
     log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
+    metrics_port: MetricsPortOption = None,
+    metrics_address: MetricsAddressOption = "127.0.0.1",
 ) -> None:
     """Run the node agent: discover devices, keep Instances, serve IL/CL device plugins, release slots."""
     url = store_url(ctx, store)
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     environ = dict(os.environ)
     shared = debug_echo_shared(environ)
     socket, asked = registration_socket_path(registration_socket, environ)
@@ -162,7 +203,7 @@ def agent(
 
     async def work() -> int:
         from devplace.agent import Agent, AgentConfig
-        from devplace.discovery import GpuHandler, Pynvml, builtin_registry
+        from devplace.discovery import GpuHandler, OnvifHandler, OpcuaHandler, Pynvml, UdevHandler, builtin_registry
         from devplace.store import open_store
 
         require_dns1123_subdomain("--node", node)
@@ -183,18 +224,34 @@ def agent(
             offline_grace=offline_grace,
             podresources_poll=podresources_poll,
             registration_socket=serving,
+            dra=dra,
+            cdi_dir=cdi_dir,
         )
         clock = SystemClock()
         st = open_store(url, clock=clock)
         gpus = GpuHandler(Pynvml(), policy=policy) if nvml else None
+        udevs = UdevHandler() if udev else None
+        opcuas = OpcuaHandler(clock=clock, interval=opcua_interval) if opcua else None
+        cameras = OnvifHandler(clock=clock) if onvif else None
         registry = builtin_registry(
-            node, offline_file=debug_echo_availability_file, clock=clock, debug_echo_shared=shared, gpus=gpus
+            node,
+            offline_file=debug_echo_availability_file,
+            clock=clock,
+            debug_echo_shared=shared,
+            gpus=gpus,
+            udev=udevs,
+            opcua=opcuas,
+            onvif=cameras,
         )
         daemon = Agent(config, st, registry, clock)
+        health = Health(st, [st])
+        endpoint = await maybe_open(metrics_address, metrics_port, health, "agent")
 
         async def stop() -> None:
             try:
                 await daemon.stop()
+                if endpoint is not None:
+                    await endpoint.close()
             finally:
                 try:
                     if gpus is not None:
@@ -208,8 +265,11 @@ def agent(
             start=daemon.start,
             stop=stop,
             failed=daemon.failed,
+            health=health,
             banner=f"node {node}, store {url}, kubelet dir {kubelet_dir}, prefix {prefix}, "
-            f"handlers register at {serving or 'nowhere'}, nvml {'on' if nvml else 'off'}",
+            f"handlers register at {serving or 'nowhere'}, nvml {'on' if nvml else 'off'}, "
+            f"udev {'on' if udev else 'off'}, opcua {'on' if opcua else 'off'}, "
+            f"onvif {'on' if onvif else 'off'}, DRA {'auto' if dra is None else 'on' if dra else 'off'}",
         )
 
     run(work)

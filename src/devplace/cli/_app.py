@@ -3,7 +3,8 @@
 Help is click's plain formatter (`rich_markup_mode=None`): it never cuts an option name to fit a narrow terminal
 (rich's table did, `--max-watches-per-cli…` at 80 columns) and keeps `[default: ...]` texts, which rich read as markup
 and dropped. `devplace --version` prints the version; `--install-completion` / `--show-completion` are typer's
-shell completion (bash, zsh, fish, PowerShell).
+shell completion (bash, zsh, fish, PowerShell). Every option of every command can also come from the environment
+(`DEVPLACE_<OPTION>`) or a YAML file (`--config FILE`): `devplace.cli._configs`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from devplace.cli import _emco as emco
 from devplace.cli import _explains as explains
 from devplace.cli import _handlers as handlers
 from devplace.cli import _kubelets as kubelets
+from devplace.cli import _renders as renders
 from devplace.cli import _resources as resources
 from devplace.cli import _servers as servers
+from devplace.cli import _stores as stores
+from devplace.cli._configs import ConfigurableGroup
 from devplace.cli._resources import DEFAULT_STORE, STORE_URLS
 
 app = typer.Typer(
@@ -31,6 +35,7 @@ app = typer.Typer(
     add_completion=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
+    cls=ConfigurableGroup,  # every option also from $DEVPLACE_<OPTION> and --config FILE (`devplace.cli._configs`)
 )
 
 
@@ -86,7 +91,7 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for module in (resources, explains, servers, agents, handlers, kubelets, daemons, emco, demos, crds):
+for module in (resources, explains, servers, agents, handlers, kubelets, daemons, emco, demos, crds, stores, renders):
     module.register(app)
 
 

@@ -4,7 +4,9 @@ command shares (`devplace agent` too).
 Each daemon opens the store, starts its part and runs until the first SIGTERM/SIGINT (the part stopped, the store
 closed, exit code 0) or until its supervisor reports a fatal failure (a loop that cannot be restarted, DESIGN.md
 section 3): the part is stopped the same way, the failure is one `error:` line on stderr and the exit code is 1, so a
-process manager (systemd, a Kubernetes Deployment) restarts it. Time is the system clock; logs go to stderr.
+process manager (systemd, a Kubernetes Deployment) restarts it. Time is the system clock; logs go to stderr, as text
+or JSON (`--log-format`, `devplace.cli._logs`). `--metrics-port` serves `/metrics`, `/livez` and `/readyz`
+(`devplace.cli._probes`; the agent has it too).
 
 With `--leader-elect` (off by default) several copies may run: each campaigns for the Lease
 `<namespace>/devplace-scheduler` (or `devplace-controller`; namespace `--leader-elect-namespace`, default `devplace`,
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import re
 import signal
@@ -36,13 +37,17 @@ import typer
 from devplace import errors
 from devplace.api import SELECTION_STRATEGIES as STRATEGIES
 from devplace.api import require_dns1123_subdomain
+from devplace.cli._logs import LogFormatOption as LogFormatOption  # re-exported: every daemon command's options
+from devplace.cli._logs import LogLevelOption as LogLevelOption
+from devplace.cli._logs import announce
+from devplace.cli._logs import configure_logging as configure_logging
+from devplace.cli._probes import Health, MetricsAddressOption, MetricsPortOption, maybe_open
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
 from devplace.clocks import Clock, SystemClock
 
 if TYPE_CHECKING:
     from devplace.store import Store
 
-LogLevelOption = Annotated[str, typer.Option("--log-level", help="critical, error, warning, info or debug")]
 LeaderElectOption = Annotated[
     bool, typer.Option("--leader-elect", help="Run as one of several copies: only the Lease holder decides")
 ]
@@ -97,9 +102,11 @@ async def elected(
     start: Callable[[Store], Awaitable[None]],
     stop: Callable[[], Awaitable[None]],
     failed: Callable[[], Awaitable[BaseException]],
+    health: Health | None = None,
 ) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]], Callable[[], Awaitable[BaseException]]]:
     """`serve`'s start, stop and failed for a part started by `start(store)`: as given without `--leader-elect`;
-    with it, `start` waits to lead and starts the part over a `FencedStore`, and losing the lease is a failure."""
+    with it, `start` waits to lead and starts the part over a `FencedStore`, and losing the lease is a failure
+    (`health` is a standby while it waits)."""
     if not election.enabled:
         return (lambda: start(store)), stop, failed
     from devplace.store import FencedStore, LeaderElector
@@ -120,11 +127,13 @@ async def elected(
 
     async def start_elected() -> None:
         campaign.append(asyncio.ensure_future(elector.run()))
-        typer.echo(
-            f"devplace {command}: {identity} waiting to lead lease {election.namespace}/{elector.name}", err=True
-        )
+        announce(f"devplace {command}: {identity} waiting to lead lease {election.namespace}/{elector.name}")
+        if health is not None:
+            health.standby = True
         await elector.leading.wait()
-        typer.echo(f"devplace {command}: {identity} leads", err=True)
+        announce(f"devplace {command}: {identity} leads")
+        if health is not None:
+            health.standby = False
         await start(FencedStore(store, elector))
         started.set()
 
@@ -154,16 +163,6 @@ async def elected(
     return start_elected, stop_elected, failed_elected
 
 
-def configure_logging(log_level: str) -> None:
-    """Log to stderr at `log_level` (a bad name is a usage error naming --log-level)."""
-    level = logging.getLevelName(log_level.upper())
-    if not isinstance(level, int):
-        raise typer.BadParameter(
-            f"{log_level!r} is not one of critical, error, warning, info, debug", param_hint="--log-level"
-        )
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
 async def serve(
     command: str,
     *,
@@ -171,11 +170,13 @@ async def serve(
     stop: Callable[[], Awaitable[None]],
     failed: Callable[[], Awaitable[BaseException]],
     banner: str,
+    health: Health | None = None,
 ) -> int:
     """Start a part, then wait for SIGTERM/SIGINT (0) or `failed()` (1); `stop` runs either way (module docstring).
 
     Signal handlers are installed before `start`, so a SIGTERM during start-up is a clean stop too: `start` (which may
-    be waiting for its store, `devplace agent`) is cancelled and the exit code is 0."""
+    be waiting for its store, `devplace agent`) is cancelled and the exit code is 0. `health` (the `--metrics-port`
+    endpoint's) is told when the part has started."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     installed: list[signal.Signals] = []
@@ -186,9 +187,11 @@ async def serve(
     failure: BaseException | None = None
     try:
         if not await _unless_stopped(start(), stopping):
-            typer.echo(f"devplace {command}: stopped before it started", err=True)
+            announce(f"devplace {command}: stopped before it started")
             return 0
-        typer.echo(f"devplace {command}: {banner}", err=True)
+        if health is not None:
+            health.started = True
+        announce(f"devplace {command}: {banner}")
         stop_wait = asyncio.ensure_future(stopping.wait())
         fail_wait = asyncio.ensure_future(failed())
         try:
@@ -205,9 +208,9 @@ async def serve(
             for sig in installed:
                 loop.remove_signal_handler(sig)
     if failure is not None:
-        typer.echo(f"error: devplace {command}: a loop failed for good: {type(failure).__name__}: {failure}", err=True)
+        announce(f"error: devplace {command}: a loop failed for good: {type(failure).__name__}: {failure}", error=True)
         return 1
-    typer.echo(f"devplace {command}: stopped", err=True)
+    announce(f"devplace {command}: stopped")
     return 0
 
 
@@ -229,6 +232,15 @@ async def _unless_stopped(work: Awaitable[None], stopping: asyncio.Event) -> boo
     return True
 
 
+DraOption = Annotated[
+    bool,
+    typer.Option(
+        "--dra/--no-dra",
+        help="Serve DRA's ResourceClaims (resource.k8s.io/v1); --no-dra for a cluster that does not serve them",
+    ),
+]
+
+
 def scheduler(
     ctx: typer.Context,
     store: StoreOption = None,
@@ -239,16 +251,20 @@ def scheduler(
         str,
         typer.Option("--strategy", help="Device selection for classes that name none: " + ", ".join(STRATEGIES)),
     ] = "firstFit",
+    dra: DraOption = True,
     log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
     leader_elect: LeaderElectOption = False,
     lease_duration: LeaseDurationOption = 15.0,
     renew_deadline: RenewDeadlineOption = 10.0,
     retry_period: RetryPeriodOption = 2.0,
     lease_namespace: LeaseNamespaceOption = "devplace",
+    metrics_port: MetricsPortOption = None,
+    metrics_address: MetricsAddressOption = "127.0.0.1",
 ) -> None:
     """Run the resource-class scheduler: bind pending pods to nodes and devices, keep ResourceClass status."""
     url = store_url(ctx, store)
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     election = Election(leader_elect, lease_duration, renew_deadline, retry_period, lease_namespace)
     election.check()
     if strategy not in STRATEGIES:
@@ -263,10 +279,13 @@ def scheduler(
         clock = SystemClock()
         st = open_cli_store(ctx, url, clock=clock)
         parts: list[Scheduler] = []
+        health = Health(st)
 
         async def start_part(writes: Store) -> None:
+            health.readers.append(writes)
             events = EventRecorder(writes, "devplace-scheduler", clock, instance=name)
-            parts.append(Scheduler(writes, clock, name=name, strategy=strategy, events=events))  # strategy: checked
+            # strategy: checked above
+            parts.append(Scheduler(writes, clock, name=name, strategy=strategy, events=events, dra=dra))
             await parts[0].start()
 
         async def stop_part() -> None:
@@ -277,14 +296,19 @@ def scheduler(
             return await parts[0].supervisor.failed()
 
         start, stop_elected, failed = await elected(
-            "scheduler", election, st, clock, start=start_part, stop=stop_part, failed=part_failed
+            "scheduler", election, st, clock, start=start_part, stop=stop_part, failed=part_failed, health=health
         )
+        endpoint = await maybe_open(metrics_address, metrics_port, health, "scheduler")
 
         async def stop() -> None:
             try:
                 await stop_elected()
             finally:
-                await st.close()
+                try:
+                    if endpoint is not None:
+                        await endpoint.close()
+                finally:
+                    await st.close()
 
         return await serve(
             "scheduler",
@@ -292,6 +316,7 @@ def scheduler(
             stop=stop,
             failed=failed,
             banner=f"name {name}, strategy {strategy}, store {url}",
+            health=health,
         )
 
     run(work)
@@ -313,16 +338,21 @@ def controller(
     pending_grace: Annotated[
         float, typer.Option("--pending-grace", help="Seconds before a Pending broker is recreated", min=0)
     ] = 300.0,
+    dra: DraOption = True,
     log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
     leader_elect: LeaderElectOption = False,
     lease_duration: LeaseDurationOption = 15.0,
     renew_deadline: RenewDeadlineOption = 10.0,
     retry_period: RetryPeriodOption = 2.0,
     lease_namespace: LeaseNamespaceOption = "devplace",
+    metrics_port: MetricsPortOption = None,
+    metrics_address: MetricsAddressOption = "127.0.0.1",
 ) -> None:
-    """Run the broker controller: broker Pods/Jobs, Services and ConfigMaps per Configuration; node cleanup."""
+    """Run the broker controller: broker Pods/Jobs, Services and ConfigMaps per Configuration; node cleanup; the
+    ResourceClaim lifecycle (claims from templates, released when their pods go)."""
     url = store_url(ctx, store)
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     election = Election(leader_elect, lease_duration, renew_deadline, retry_period, lease_namespace)
     election.check()
 
@@ -336,8 +366,10 @@ def controller(
         clock = SystemClock()
         st = open_cli_store(ctx, url, clock=clock)
         parts: list[tuple[Controller, ClassMatcher]] = []
+        health = Health(st)
 
         async def start_part(writes: Store) -> None:
+            health.readers.append(writes)
             matcher = ClassMatcher(writes, clock)  # group members named by ResourceClass
             part = Controller(
                 writes,
@@ -347,6 +379,8 @@ def controller(
                 pending_grace=pending_grace,
                 class_matches=matcher,
                 events=EventRecorder(writes, "devplace-controller", clock),
+                dra=dra,
+                dra_slices=None if dra else False,  # shared Instances' ResourceSlices, where the store keeps them
             )
             matcher.bind(part)
             parts.append((part, matcher))
@@ -360,17 +394,23 @@ def controller(
 
         async def part_failed() -> BaseException:
             part, matcher = parts[0]
-            return await first_failure(part.supervisor, matcher.supervisor)
+            lifecycle = () if part.claim_lifecycle is None else (part.claim_lifecycle.supervisor,)
+            return await first_failure(part.supervisor, matcher.supervisor, *lifecycle)
 
         start, stop_elected, failed = await elected(
-            "controller", election, st, clock, start=start_part, stop=stop_part, failed=part_failed
+            "controller", election, st, clock, start=start_part, stop=stop_part, failed=part_failed, health=health
         )
+        endpoint = await maybe_open(metrics_address, metrics_port, health, "controller")
 
         async def stop() -> None:
             try:
                 await stop_elected()
             finally:
-                await st.close()
+                try:
+                    if endpoint is not None:
+                        await endpoint.close()
+                finally:
+                    await st.close()
 
         return await serve(
             "controller",
@@ -378,6 +418,7 @@ def controller(
             stop=stop,
             failed=failed,
             banner=f"prefix {resource_prefix or 'per Configuration group'}, store {url}",
+            health=health,
         )
 
     run(work)

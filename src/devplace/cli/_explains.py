@@ -30,7 +30,7 @@ from devplace.api import DEFAULT_NAMESPACE, lookup
 from devplace.cli import _output as output
 from devplace.cli._resources import NamespaceOption, StoreOption, register_fleet_kinds, run, store_url, with_store
 from devplace.clocks import SystemClock
-from devplace.store import Store
+from devplace.store import Informer, Store
 
 if TYPE_CHECKING:
     from devplace.scheduler import NodeVerdict
@@ -82,7 +82,20 @@ async def explain_pod(store: Store, namespace: str, name: str) -> Explanation:
     from devplace.scheduler import Scheduler
 
     scheduler = Scheduler(store, SystemClock())
-    for informer in (scheduler.nodes, scheduler.instances, scheduler.configurations, scheduler.classes, scheduler.pods):
+    informers: list[Informer[Any]] = [
+        scheduler.nodes,
+        scheduler.instances,
+        scheduler.configurations,
+        scheduler.classes,
+        scheduler.pods,
+    ]
+    try:
+        pod = await store.get("Pod", name, namespace)
+    except errors.NotFound:
+        pod = {}  # `explain` says so, as for any pod it does not know
+    if (pod.get("spec") or {}).get("resourceClaims"):  # DRA: the claims, the slices and the DeviceClasses too
+        informers += [scheduler.claims, scheduler.slices, scheduler.device_classes]
+    for informer in informers:
         await informer.list_once()
     key = f"{namespace}/{name}"
     verdicts = scheduler.explain(key)

@@ -1,4 +1,18 @@
-"""`devplace handler nvml`: the `nvml` discovery handler as its own process, speaking Akri's discovery protocol.
+"""`devplace handler nvml|udev|opcua|onvif`: a built-in discovery handler as its own process, over Akri's protocol.
+
+`devplace handler udev` serves the `udev` handler (`devplace.discovery._udev`: Akri's udevRules over libudev, udev
+events for hot-plug), registered as `udev`, not shared, with the same options as below but `--fake-nvml` and
+`--wait-timeout`. It needs the host's `/sys`, `/dev`, `/run/udev` and network namespace (udev's netlink events).
+
+`devplace handler opcua` serves the `opcua` handler (`devplace.discovery._opcua`: OPC UA servers through FindServers,
+Akri's standard discovery), registered as `opcua`, shared, with `--registration-socket` and `--socket-dir` as below,
+`--interval` (seconds between FindServers rounds, 10 as Akri's) and `--timeout` (seconds each discovery URL's exchange
+may take, 5). It needs to reach the discovery URLs (host network for `opc.tcp://localhost:4840/`).
+
+`devplace handler onvif` serves the `onvif` handler (`devplace.discovery._onvif`: ONVIF cameras by WS-Discovery, as
+Akri's ONVIF handler finds them), registered as `onvif`, shared, with `--registration-socket` and `--socket-dir` as
+below and `--interval` (seconds between probes, 10 as Akri's). Its multicast probe needs the node's network: on
+Kubernetes `deploy/kubernetes/onvif-handler.yaml` (hostNetwork), and the agent with `--no-onvif`.
 
 The same code as the handler `devplace agent` runs in-process (`devplace.discovery._gpus`), served over Akri's
 protocol (`devplace.discovery._serving`): it registers with an agent's Registration socket (devplace's, or Akri's)
@@ -24,13 +38,16 @@ import contextlib
 import os
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from devplace.cli._agents import registration_socket_path
-from devplace.cli._daemons import LogLevelOption, configure_logging, serve
+from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging, serve
 from devplace.cli._resources import fail, run
+
+if TYPE_CHECKING:
+    from devplace.discovery import HandlerServer
 
 handler_app = typer.Typer(
     name="handler",
@@ -39,20 +56,24 @@ handler_app = typer.Typer(
 )
 
 
+RegistrationSocketOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--registration-socket",
+        help="The agent's Registration socket "
+        "[default: $DISCOVERY_HANDLERS_DIRECTORY/agent-registration.sock, /var/lib/akri/...]",
+    ),
+]
+SocketDirOption = Annotated[
+    Path | None,
+    typer.Option("--socket-dir", help="Serve on <DIR>/<handler>.sock [default: the registration socket's directory]"),
+]
+
+
 @handler_app.command("nvml")
 def nvml(
-    registration_socket: Annotated[
-        Path | None,
-        typer.Option(
-            "--registration-socket",
-            help="The agent's Registration socket "
-            "[default: $DISCOVERY_HANDLERS_DIRECTORY/agent-registration.sock, /var/lib/akri/...]",
-        ),
-    ] = None,
-    socket_dir: Annotated[
-        Path | None,
-        typer.Option("--socket-dir", help="Serve on <DIR>/nvml.sock [default: the registration socket's directory]"),
-    ] = None,
+    registration_socket: RegistrationSocketOption = None,
+    socket_dir: SocketDirOption = None,
     fake_nvml: Annotated[
         Path | None,
         typer.Option("--fake-nvml", help="Answer from this NVML capture (nvml.json) instead of the library"),
@@ -61,9 +82,10 @@ def nvml(
         float, typer.Option("--wait-timeout", help="Seconds each NVML event wait blocks", min=0.01, max=60)
     ] = 1.0,
     log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
 ) -> None:
     """Discover NVIDIA GPUs through NVML and serve them to an agent over Akri's discovery protocol."""
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     environ = dict(os.environ)
     socket, _ = registration_socket_path(registration_socket, environ)
     directory = socket_dir or socket.parent
@@ -126,6 +148,108 @@ def nvml(
             failed=failed,
             banner=f"GPUs from {where}, serving {server.socket_path}, registering at {socket}",
         )
+
+    run(work)
+
+
+async def _serve_handler(command: str, server: HandlerServer, banner: str) -> int:
+    """Serve one discovery handler over Akri's protocol until a signal, or until its server fails."""
+    stopping = asyncio.Event()
+    serving: asyncio.Task[None] | None = None
+    failure: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
+    def ended(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None and not failure.done():
+            failure.set_result(task.exception() or RuntimeError("stopped"))
+
+    async def start() -> None:
+        nonlocal serving
+        serving = asyncio.create_task(server.run(stopping), name=f"{command}-serve")
+        serving.add_done_callback(ended)
+
+    async def stop() -> None:
+        stopping.set()
+        if serving is not None:
+            with contextlib.suppress(Exception):
+                await serving
+
+    async def failed() -> BaseException:
+        return await failure
+
+    return await serve(f"handler {command}", start=start, stop=stop, failed=failed, banner=banner)
+
+
+@handler_app.command("udev")
+def udev(
+    registration_socket: RegistrationSocketOption = None,
+    socket_dir: SocketDirOption = None,
+    log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
+) -> None:
+    """Discover local devices by Akri's udevRules through libudev and serve them over Akri's discovery protocol."""
+    configure_logging(log_level, log_format)
+    socket, _ = registration_socket_path(registration_socket, dict(os.environ))
+    directory = socket_dir or socket.parent
+
+    async def work() -> int:
+        from devplace.discovery import HandlerServer, UdevHandler
+
+        server = HandlerServer(UdevHandler(), directory, socket, shared=False)
+        banner = f"udev devices, serving {server.socket_path}, registering at {socket}"
+        return await _serve_handler("udev", server, banner)
+
+    run(work)
+
+
+@handler_app.command("opcua")
+def opcua(
+    registration_socket: RegistrationSocketOption = None,
+    socket_dir: SocketDirOption = None,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between FindServers rounds (Akri's: 10)", min=0.05)
+    ] = 10.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds each discovery URL's FindServers exchange may take", min=0.1)
+    ] = 5.0,
+    log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
+) -> None:
+    """Discover OPC UA servers through FindServers and serve them to an agent over Akri's discovery protocol."""
+    configure_logging(log_level, log_format)
+    socket, _ = registration_socket_path(registration_socket, dict(os.environ))
+    directory = socket_dir or socket.parent
+
+    async def work() -> int:
+        from devplace.discovery import HandlerServer, OpcuaHandler
+
+        server = HandlerServer(OpcuaHandler(interval=interval, timeout=timeout), directory, socket, shared=True)
+        banner = f"OPC UA servers every {interval:g} s, serving {server.socket_path}, registering at {socket}"
+        return await _serve_handler("opcua", server, banner)
+
+    run(work)
+
+
+@handler_app.command("onvif")
+def onvif(
+    registration_socket: RegistrationSocketOption = None,
+    socket_dir: SocketDirOption = None,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between WS-Discovery probes (Akri's: 10)", min=0.05)
+    ] = 10.0,
+    log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
+) -> None:
+    """Discover ONVIF cameras by WS-Discovery and serve them to an agent over Akri's discovery protocol."""
+    configure_logging(log_level, log_format)
+    socket, _ = registration_socket_path(registration_socket, dict(os.environ))
+    directory = socket_dir or socket.parent
+
+    async def work() -> int:
+        from devplace.discovery import HandlerServer, OnvifHandler
+
+        server = HandlerServer(OnvifHandler(interval=interval), directory, socket, shared=True)
+        banner = f"ONVIF cameras every {interval:g} s, serving {server.socket_path}, registering at {socket}"
+        return await _serve_handler("onvif", server, banner)
 
     run(work)
 

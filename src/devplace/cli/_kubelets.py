@@ -31,7 +31,7 @@ from typing import Annotated
 import typer
 
 from devplace.api import require_dns1123_subdomain
-from devplace.cli._daemons import LogLevelOption, configure_logging, serve
+from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging, serve
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
 from devplace.clocks import SystemClock
 from devplace.deviceplugin import DEFAULT_KUBELET_DIR
@@ -55,10 +55,11 @@ def kubelet_sim(
         typer.Option("--device-order", help="Free devices offered without a plugin preference: random or sorted"),
     ] = "random",
     log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
 ) -> None:
     """Run a simulated kubelet: device plugin Registration and PodResources, its Node, and admission of its Pods."""
     url = store_url(ctx, store)
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     if device_order not in DEVICE_ORDERS:
         raise typer.BadParameter(
             f"{device_order!r} is not one of {', '.join(DEVICE_ORDERS)}", param_hint="--device-order"

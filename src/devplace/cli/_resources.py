@@ -69,10 +69,13 @@ def _root_options(ctx: typer.Context | None) -> Mapping[str, Any]:
 
 def store_url(ctx: typer.Context | None, explicit: str | None) -> str:
     """`--store` on the command, else on `devplace` (ctx.obj["store"]), else $DEVPLACE_STORE, else the current server
-    of a kubeconfig given as `devplace --kubeconfig PATH`, else the default."""
-    if explicit:
-        return explicit
+    of a kubeconfig given as `devplace --kubeconfig PATH`, else the default. A command's `--store` from its
+    `--config` file yields to `devplace --store` and `$DEVPLACE_STORE` (flag > environment > file)."""
     options = _root_options(ctx)
+    source = ctx.get_parameter_source("store") if ctx is not None else None
+    from_file = source is not None and source.name == "DEFAULT_MAP"
+    if explicit and not (from_file and (options.get("store") or os.environ.get("DEVPLACE_STORE"))):
+        return explicit
     if options.get("store"):
         return str(options["store"])
     if os.environ.get("DEVPLACE_STORE"):

@@ -22,6 +22,9 @@ clear), unless told `--insecure`. `--kubeconfig-user NAME` puts NAME's first tok
 written kubeconfig; over TLS the kubeconfig trusts `--client-ca-file` (one CA for both sides, as kubeadm sets it up),
 else the server's own certificate.
 
+Logs: `--log-level` and `--log-format text|json` (`devplace.cli._logs`); uvicorn's access log only at debug. The
+server's own `/metrics` is part of the app (`devplace.server._metrics`).
+
 `devplace wait-ready --server URL` returns once the server at URL answers (its store's revision, through the remote
 store, so tokens, client certificates and kubeconfig CAs apply as for any other command), or fails after `--timeout`
 seconds naming what the last try got. A script that starts `devplace server ... &` runs it before its first request:
@@ -34,6 +37,7 @@ import asyncio
 import contextlib
 import gc
 import ipaddress
+import logging
 import os
 import signal
 import socket
@@ -46,6 +50,7 @@ import typer
 import yaml
 
 from devplace import errors
+from devplace.cli._logs import LogFormatOption, LogLevelOption, announce, configure_logging
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
 
 _FILE: dict[str, Any] = {"dir_okay": False, "exists": True, "readable": True}
@@ -60,7 +65,8 @@ def server(
         int | None,
         typer.Option("--max-body-bytes", help="Largest request body accepted (larger: 413) [default: 3 MiB]", min=1),
     ] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="critical, error, warning, info or debug")] = "info",
+    log_level: LogLevelOption = "info",
+    log_format: LogFormatOption = "text",
     shutdown_timeout: Annotated[
         int, typer.Option("--shutdown-timeout", help="Seconds open streams get on shutdown", min=0)
     ] = 5,
@@ -131,6 +137,7 @@ def server(
 ) -> None:
     """Serve the store over HTTP: the Kubernetes-style resource API, watch, and the /v2 fleet API."""
     url = store_url(ctx, store)
+    level = configure_logging(log_level, log_format)
     from devplace.server import Auth, ConnectionLimits, TlsFiles, Tokens, uvicorn_options
 
     defaults = ConnectionLimits()
@@ -200,8 +207,9 @@ def server(
                 app,
                 host=host,
                 port=port,
-                log_level=log_level,
-                access_log=log_level == "debug",
+                log_config=None,  # configure_logging's handler and format; uvicorn's loggers quiet below debug
+                log_level=None,
+                access_log=level <= logging.DEBUG,
                 lifespan="off",
                 timeout_graceful_shutdown=shutdown_timeout,
                 **uvicorn_options(tls, auth, connections),
@@ -220,7 +228,7 @@ def server(
                     write_private(write_kubeconfig, text)
                 except OSError as e:
                     raise errors.Unavailable(f"cannot write {write_kubeconfig}: {e.strerror or e}") from e
-            typer.echo(f"devplace server: store {url}, listening on {scheme}://{shown}:{bound}", err=True)
+            announce(f"devplace server: store {url}, listening on {scheme}://{shown}:{bound}")
             await web.serve(sockets=[listener])
         finally:
             listener.close()

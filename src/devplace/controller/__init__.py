@@ -11,9 +11,12 @@ recomputing only what changed):
 - `statuses`: the controller's part of a Configuration's status;
 - `names`: names and labels of what the controller creates;
 - `nodes`: node cleanup;
-- `classes`: `ClassMatcher`, group members by `resourceClass`, on the scheduler's class engine.
+- `classes`: `ClassMatcher`, group members by `resourceClass`, on the scheduler's class engine;
+- `claims`: the ResourceClaim lifecycle (claims from templates per pod, consumers that went, deallocation, the
+  Instance slots held for claims), with its shell `ClaimLifecycle`, which `Controller` runs.
 
-Shell: `controllers` (`Controller`): informers in, one reconcile queue, CAS writes out.
+Shell: `controllers` (`Controller`): informers in, one reconcile queue, CAS writes out; it runs `slices`
+(`SharedSlices`: shared Instances published as ResourceSlices whose nodeSelector names the nodes that see them).
 
 One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """

@@ -24,11 +24,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from devplace import errors
+from devplace import errors, metrics
 from devplace.clocks import Clock
+from devplace.controller import _claims as claims
 from devplace.controller import _decisions as decisions
 from devplace.controller import _incremental as incremental
 from devplace.controller import _inputs as inputs
@@ -36,6 +38,7 @@ from devplace.controller import _names as names
 from devplace.controller import _nodes as nodes
 from devplace.controller import _plans as plans
 from devplace.controller import _strategies as strategies
+from devplace.controller._slices import SharedSlices
 from devplace.queues import WorkQueue
 from devplace.store import DELETE, Change, Delete, EventRecorder, Informer, ObjKey, Store, Written, cas
 from devplace.supervisors import Supervisor
@@ -52,6 +55,16 @@ def _owner_key(obj: Mapping[str, Any]) -> list[ObjKey]:
     meta = obj.get("metadata") or {}
     cfg = names.labels_of(obj).get(names.CONFIGURATION_LABEL)
     return [(str(meta.get("namespace") or ""), cfg)] if cfg else []
+
+
+def _broker_pods(controller: Controller) -> dict[tuple[str, ...], float]:
+    """Akri's `akri_broker_pod_count{configuration,node}` from the controller's informer of its Pods."""
+    counts: dict[tuple[str, ...], float] = {}
+    for pod in controller.owned["Pod"].values():
+        labels = names.labels_of(pod)
+        key = (labels.get(names.CONFIGURATION_LABEL, ""), labels.get(names.NODE_LABEL, ""))
+        counts[key] = counts.get(key, 0.0) + 1
+    return counts
 
 
 class Controller:
@@ -71,9 +84,15 @@ class Controller:
         name: str = "controller",
         contention_clock: Clock | None = None,
         events: EventRecorder | None = None,
+        dra: bool = True,
+        dra_slices: bool | None = False,
     ) -> None:
         """`contention_clock` paces CAS retries after a lost race and loop restarts (default: `clock`); a simulation
-        under a fake `clock` passes a real one, since nobody advances fake time for a retry."""
+        under a fake `clock` passes a real one, since nobody advances fake time for a retry.
+
+        `dra`: also keep ResourceClaims in step with their pods (`claims.ClaimLifecycle`); False for a store that does
+        not serve `resource.k8s.io/v1`. `dra_slices`: publish shared Instances as ResourceSlices (`slices`; None:
+        where the store keeps a probe slice)."""
         self.store = store
         self.clock = clock
         self.contention_clock = contention_clock or clock
@@ -115,8 +134,9 @@ class Controller:
         }
         self.nodes: Informer[nodes.NodeState] = Informer(store, "Node", lambda obj, _: nodes.node_state(obj))
         self._informers: list[Informer[Any]] = [self.configurations, self.instances, *self.owned.values(), self.nodes]
-        self.queue: WorkQueue[ObjKey] = WorkQueue(clock)
+        self.queue: WorkQueue[ObjKey] = WorkQueue(clock, name="devplace-controller")
         """Configurations to reconcile, and `_NODES_KEY` for node cleanup; their timers."""
+        metrics.BROKER_PODS.add(self, _broker_pods)
         self._deleted_nodes: set[str] = set()
         self._noticed: dict[str, float] = {}
         self._node_refs: dict[str, int] = {}
@@ -124,6 +144,16 @@ class Controller:
         self._ready = False
         self._recording = False
         self._unsubscribe: list[Callable[[], None]] = []
+        self.slices = SharedSlices(store, self.supervisor, dra_slices, namespace)
+        """Shared Instances as ResourceSlices with a nodeSelector (`slices.SharedSlices`)."""
+        self.claim_lifecycle = (
+            claims.ClaimLifecycle(
+                store, clock, retry_after=retry_after, contention_clock=self.contention_clock, name=f"{name}:claims"
+            )
+            if dra
+            else None
+        )
+        """ResourceClaims made from templates, released when their pods go (None without `dra`)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -137,18 +167,30 @@ class Controller:
         for informer in self._informers:
             self.supervisor.loop(f"informer:{informer.name}", informer.run)
         self.supervisor.loop("reconcile", self._work)
+        self.slices.start()
         if self.events is not None:
             self.supervisor.loop("events", self.events.run)
+        if self.claim_lifecycle is not None:
+            self.claim_lifecycle.start()
 
     async def stop(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
+        self.slices.stop()
         await self.supervisor.stop()
+        if self.claim_lifecycle is not None:
+            await self.claim_lifecycle.stop()
 
     def is_idle(self) -> bool:
         """Synced, nothing dirty, no reconcile in flight, no timer due (timers may still be set for later)."""
-        return self._ready and self.queue.idle and (self.events is None or not self.events.pending)
+        return (
+            self._ready
+            and self.queue.idle
+            and (self.events is None or not self.events.pending)
+            and (self.claim_lifecycle is None or self.claim_lifecycle.is_idle())
+            and not self.slices.pending
+        )
 
     # -- events -> dirty keys ----------------------------------------------------------------------------------
 
@@ -215,12 +257,17 @@ class Controller:
         self._mark_nodes()
         self._ready = True
         async for key in self.queue:
+            started, result = time.perf_counter(), "error"
             try:
                 if key == _NODES_KEY:
                     await self._clean_nodes()
                 else:
                     await self._reconcile(key)
+                result = "success"
             finally:
+                metrics.reconciled(
+                    "node" if key == _NODES_KEY else "configuration", result, time.perf_counter() - started
+                )
                 self.queue.done(key)
                 await asyncio.sleep(0)  # let watch events in between passes
 

@@ -1,10 +1,12 @@
-"""The kubelet's device plugin (v1beta1) and PodResources (v1) protocols, and the gRPC error mapping.
+"""The kubelet's device plugin (v1beta1), PodResources (v1) and DRA plugin protocols, and the gRPC error mapping.
 
 - `constants`: the protocol's version, socket names and directories, health values;
 - `errors`: the only translation between devplace errors and gRPC status codes.
 
 The generated stubs are public, as the wire protocol they are: `devplace.deviceplugin.v1beta1` and
-`devplace.deviceplugin.podresources.v1` (regenerate with `make protos`; CI checks them with `tools/protos.py --check`).
+`devplace.deviceplugin.podresources.v1`, and the kubelet's DRA protocols: `dra.v1` and `dra.v1beta1` (DRAPlugin),
+`drahealth.v1alpha1` and `drahealth.v1` (DRAResourceHealth), `pluginregistration.v1` (the plugin registry) (regenerate
+with `make protos`; CI checks them with `tools/protos.py --check`).
 gRPC's own INFO lines are silenced by the `devplace` package itself (see its docstring), before grpc is imported.
 
 One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).

@@ -34,13 +34,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import httpx2
 
-from devplace import errors
+from devplace import errors, metrics
 from devplace.clocks import Clock, SystemClock
 from devplace.placement import _actions as actions
 from devplace.placement import _intents as intents
@@ -104,7 +105,16 @@ class PlacementService:
     # -- evaluation -------------------------------------------------------------------------------------------
 
     async def _evaluate(self, dig_path: tuple[str, ...], *, dry_run: bool) -> tuple[Obj, Obj, bool, Endpoints]:
-        """(decision document, the group as read, ok, each cluster's API endpoint)."""
+        """(decision document, the group as read, ok, each cluster's API endpoint); timed as
+        `devplace_placement_plan_duration_seconds{operation}`."""
+        started = time.perf_counter()
+        try:
+            return await self._evaluated(dig_path, dry_run=dry_run)
+        finally:
+            operation = "plan" if dry_run else "instantiate"
+            metrics.PLACEMENT_PLAN_DURATION.labels(operation).observe(time.perf_counter() - started)
+
+    async def _evaluated(self, dig_path: tuple[str, ...], *, dry_run: bool) -> tuple[Obj, Obj, bool, Endpoints]:
         tree = await self.catalog.subtree(dig_path)
         context, problems = intents.resolve(tree)
         clusters = await self._inventories(tree.clusters)

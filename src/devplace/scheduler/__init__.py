@@ -14,6 +14,8 @@ Pure:
 - `allocations`: DRA structured allocation for one pod on one node (claims, devices, a bounded search that is exact
   and polynomial for the common shapes), over a per-cycle `Snapshot` of slices, classes and allocated claims;
 - `claims`: DRA inputs parsed once: ResourceSlices into pools, DeviceClasses, ResourceClaims, what other claims hold;
+- `podclaims`: a pod's ResourceClaims resolved (or why it waits), `reservedFor`;
+- `claimchecks`: the DRA claims filter of one pod in one burst, and its reservation;
 - `admissions`: the rules a write must pass that need what is already stored (Kubernetes' admission).
 
 Shell: `schedulers` (`Scheduler`): informers in, one event-driven decision queue, CAS writes out.

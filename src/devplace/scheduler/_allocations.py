@@ -168,6 +168,8 @@ class _View:
     incomplete: list[str]
     invalid: list[str]
     matched: dict[tuple[Any, ...], _Matched] = field(default_factory=dict)
+    pool_set: tuple[int, ...] = ()
+    """The pools this node reaches, once each (what `Snapshot.node_generation` reads)."""
 
 
 def _consumption(request: Request, device: Device) -> Consumption | None:
@@ -214,8 +216,11 @@ class Snapshot:
         *,
         budget: int = DEFAULT_BUDGET,
         verdicts: Verdicts | None = None,
+        pools: list[Pool] | None = None,
     ) -> None:
-        self.pools: list[Pool] = gather_pools(slices)
+        """`pools`: `gather_pools(slices)` already made (a caller whose slices did not change keeps them; pools are
+        read-only here), in which case `slices` is not read."""
+        self.pools: list[Pool] = gather_pools(slices) if pools is None else pools
         self.classes: dict[str, DeviceClassInfo] = {c.name: c for c in map(parse_class, classes)}
         self.holdings = Holdings()
         for claim in allocated:
@@ -226,6 +231,10 @@ class Snapshot:
         self._content: dict[tuple[Any, ...], int] = {}
         self._counters: dict[int, tuple[dict[tuple[str, str], Fraction], bool]] = {}
         self._pool_of: dict[tuple[str, str], int] = {(p.driver, p.name): i for i, p in enumerate(self.pools)}
+        self.generations: dict[int, int] = {}
+        """Pool index -> how many `assume` calls touched it."""
+        self.memo: dict[tuple[Any, ...], tuple[tuple[int, ...], str | None]] = {}
+        """A caller's verdicts, (claims signature, node) -> (node generation, verdict); see `node_generation`."""
 
     # views and caches
 
@@ -264,9 +273,16 @@ class Snapshot:
                 slices.append(s)
                 pools.append(index)
         cls = [self._content.setdefault(d.content, len(self._content)) for d in devices]
-        view = _View(devices, slices, pools, cls, incomplete, invalid)
+        view = _View(devices, slices, pools, cls, incomplete, invalid, pool_set=tuple(sorted(set(pools))))
         self._views[key] = view
         return view
+
+    def node_generation(self, node: NodeRef) -> tuple[int, ...]:
+        """What `assume` has changed of the pools `node` reaches: equal before and after two calls exactly when no
+        assumed allocation touched those pools in between, so a verdict for the node made at one generation holds at
+        the same generation (a claim's verdict depends only on the claim, the node and its pools' holdings)."""
+        generations = self.generations
+        return tuple(generations.get(i, 0) for i in self.view(node).pool_set)
 
     def _matched(self, view: _View, request: Request, cls: DeviceClassInfo) -> _Matched:
         found = view.matched.get(request.signature)
@@ -355,6 +371,7 @@ class Snapshot:
                     touched.add(index)
         for index in touched:
             self._counters.pop(index, None)
+            self.generations[index] = self.generations.get(index, 0) + 1
 
 
 # -- the search ------------------------------------------------------------------------------------------------------

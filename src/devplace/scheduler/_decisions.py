@@ -100,6 +100,11 @@ class Binding:
     next_start: int = 0
     refused: tuple[tuple[str, str], ...] = ()
     """(node, reason) of the evaluated nodes that were refused, in evaluation order."""
+    claims: tuple[tuple[str, Mapping[str, Any] | None], ...] = field(default=(), hash=False)
+    """The pod's ResourceClaims (`namespace/name`) with the allocation this decision makes for each, None for a claim
+    already allocated (it only gains the pod in `reservedFor`)."""
+    claim_slots: Mapping[str, int] = field(default_factory=dict, hash=False)
+    """Slots of devplace's Instances those allocations take (the device path counts them as taken: one truth)."""
 
     @property
     def verdicts(self) -> tuple[NodeVerdict, ...]:
@@ -107,7 +112,7 @@ class Binding:
         return tuple(NodeVerdict(node, reason) for node, reason in sorted(self.refused))
 
     def slots(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+        out: dict[str, int] = dict(self.claim_slots)
         for pick in self.picks:
             out[pick.device] = out.get(pick.device, 0) + pick.count
         return out
@@ -188,8 +193,14 @@ def schedule_one(
     config: Config = Config(),
     start: int = 0,
     memo: Memo | None = None,
+    extra: NodeCheck | None = None,
 ) -> Binding | Unschedulable:
-    """Decide where `pod` goes (see the module docstring); `memo` remembers node verdicts across a burst."""
+    """Decide where `pod` goes (see the module docstring); `memo` remembers node verdicts across a burst.
+
+    `extra` is one more filter, run after the others on each node they pass (the DRA claims check: the costliest, and
+    stateful across the burst, so a pod with one is never answered from `memo`)."""
+    if extra is not None:
+        memo = None
     missing = sorted(c for c in pod.classes if c not in cluster.classes)
     if missing:
         return Unschedulable(pod.key, f'resource class "{missing[0]}" not found', (), start)
@@ -233,6 +244,8 @@ def schedule_one(
                 failed.append((name, hit[1]))
     else:
         checks = [check for f in config.filters if (check := f.prepare(pod, context)) is not None]
+        if extra is not None:
+            checks.append(extra)
         first, second, third = (*checks, None, None, None)[:3]
         rest = checks[3:]
         for base in rotation:
@@ -261,7 +274,7 @@ def schedule_one(
     if table is not None:
         best = _best_remembered(pod, feasible, context, config.scores, table, effective, touched)
     else:
-        best = _best(pod, feasible, context, config.scores)
+        best = _best(pod, feasible, context, config.scores, getattr(extra, "score", None))
     picks: tuple[Pick, ...] = ()
     if pod.classes:
         decision = select_devices(
@@ -304,8 +317,20 @@ def _best_remembered(
     return effective(best) if best.name in touched else best
 
 
-def _best(pod: PodInfo, feasible: Sequence[NodeInfo], context: Context, scores: Sequence[Score]) -> NodeInfo:
+EXTRA_SCORE_WEIGHT = 2
+"""The weight of an extra filter's own score (the DRA claims check's device placement, `claimchecks`)."""
+
+
+def _best(
+    pod: PodInfo,
+    feasible: Sequence[NodeInfo],
+    context: Context,
+    scores: Sequence[Score],
+    extra_score: Callable[[NodeInfo], int] | None = None,
+) -> NodeInfo:
     scorers = [(s.weight, fn) for s in scores if (fn := s.prepare(pod, context)) is not None]
+    if extra_score is not None:
+        scorers.append((EXTRA_SCORE_WEIGHT, extra_score))
     if not scorers or len(feasible) == 1:
         return min(feasible, key=lambda n: n.name)
     best, best_total = feasible[0], -1
@@ -324,18 +349,30 @@ def _best(pod: PodInfo, feasible: Sequence[NodeInfo], context: Context, scores: 
 
 
 def schedule_burst(
-    pods: Iterable[PodInfo], cluster: Snapshot, assumed: Assumed, config: Config = Config(), start: int = 0
+    pods: Iterable[PodInfo],
+    cluster: Snapshot,
+    assumed: Assumed,
+    config: Config = Config(),
+    start: int = 0,
+    extras: Callable[[PodInfo], NodeCheck | None] | None = None,
+    bound: Callable[[Binding], Binding] | None = None,
 ) -> list[Binding | Unschedulable]:
     """Decide pods one after another in `pending_order`, assuming each binding before the next decision.
 
-    Mutates only `assumed` (the point: it is how decisions see each other).
+    `extras` (made just before a pod's decision: an extra filter for it, `schedule_one`'s `extra`, or None) and `bound`
+    (called with each binding before the next decision; what it returns is the decision: the DRA claims check
+    completes a binding with its allocations and assumes them) let a caller add a stateful filter. Mutates only
+    `assumed` and what the callbacks mutate (the point: it is how decisions see each other).
     """
     out: list[Binding | Unschedulable] = []
     memo = Memo()
     for pod in pending_order(pods):
-        decision = schedule_one(pod, cluster, assumed, config, start, memo)
+        extra = extras(pod) if extras is not None else None
+        decision = schedule_one(pod, cluster, assumed, config, start, memo, extra)
         start = decision.next_start
         if isinstance(decision, Binding):
+            if bound is not None:
+                decision = bound(decision)
             assumed.assume(pod, decision.node, decision.slots(), cluster.devices)
         out.append(decision)
     return out

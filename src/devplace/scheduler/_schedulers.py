@@ -45,18 +45,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from devplace import errors
-from devplace.api import resource_name
+from devplace import errors, metrics
+from devplace.api import DRA, DRIVER, Verdicts, binding, dra_released, dra_taken, resource_name, slot_index
 from devplace.clocks import Clock
 from devplace.queues import WorkQueue
+from devplace.scheduler._allocations import Snapshot as ClaimSnapshot
 from devplace.scheduler._assumptions import Assumed
+from devplace.scheduler._claimchecks import ClaimCheck
+from devplace.scheduler._claims import Pool, gather_pools
 from devplace.scheduler._classes import (
-    ANNOTATION_PREFIX,
     ClassStatus,
     ResolvedClass,
     Strategy,
@@ -73,10 +76,19 @@ from devplace.scheduler._decisions import (
     schedule_one,
 )
 from devplace.scheduler._devices import Device, device_of
+from devplace.scheduler._filters import NodeCheck
 from devplace.scheduler._nodes import NodeInfo, Resources, node_info
+from devplace.scheduler._podclaims import (
+    DELETE_PROTECTION,
+    allocation_of,
+    claim_refs,
+    claimed_names,
+    claims_for,
+    with_consumer,
+)
 from devplace.scheduler._pods import PodInfo, pending_key, pod_info
 from devplace.scheduler._selection import DeviceIndex
-from devplace.store import Change, EventRecorder, Informer, ObjKey, Store, cas, rfc3339
+from devplace.store import Change, EventRecorder, Informer, ObjKey, Store, bind_pod, cas, rfc3339
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
@@ -87,6 +99,7 @@ BURST_LIMIT = 512
 """Pods decided in one burst at most: about 0.1-0.2 s of event-loop time on the benchmark's clusters. More queued pods
 wait for the next burst (in pending order), so informer events and other tasks run in between."""
 _TERMINAL = frozenset({"Succeeded", "Failed"})
+_NAMESPACED = frozenset({"Pod", "ResourceClaim", "Instance"})
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,10 @@ class PodState:
     """Why the pod's spec cannot be scheduled (a bad quantity, selector or class request), when it cannot."""
     slots: Mapping[str, int] = field(default_factory=dict, hash=False)
     """Device -> slots, from the binding annotations (bound pods)."""
+    claims: frozenset[str] = frozenset()
+    """`namespace/name` of the ResourceClaims the pod names and that are known (`podclaims.claimed_names`)."""
+    claim_statuses: Any = field(default=None, hash=False)
+    """`status.resourceClaimStatuses`: where the claims made from templates are recorded (the pod waits for them)."""
 
     @property
     def counted(self) -> bool:
@@ -133,6 +150,7 @@ def pod_state(obj: dict[str, Any], previous: PodState | None) -> PodState:
     except errors.Invalid:
         slots = {}  # another party's malformed annotation: the kubelet refuses that pod, the count ignores it
     phase = (obj.get("status") or {}).get("phase")
+    has_claims = bool(spec.get("resourceClaims"))
     return PodState(
         key=key,
         wire=obj,
@@ -143,6 +161,8 @@ def pod_state(obj: dict[str, Any], previous: PodState | None) -> PodState:
         info=info,
         invalid=invalid,
         slots=slots,
+        claims=frozenset(claimed_names([obj])) if has_claims else frozenset(),
+        claim_statuses=(obj.get("status") or {}).get("resourceClaimStatuses") if has_claims else None,
     )
 
 
@@ -217,6 +237,7 @@ class Scheduler:
         contention_clock: Clock | None = None,
         advertised_only: bool = True,
         events: EventRecorder | None = None,
+        dra: bool = True,
     ) -> None:
         """`contention_clock` paces CAS retries after a lost race and loop restarts (default: `clock`); a simulation
         under a fake `clock` passes a real one, since nobody advances fake time for a retry.
@@ -224,7 +245,10 @@ class Scheduler:
         `advertised_only` (the default; see "Devices a node offers" in the module docstring): a device serves a pod
         on a node only as far as the Node advertises its Instance-level resource. False counts every device on every
         node its Instance lists: only for stores whose Nodes no kubelet writes (what-if tools, tests of other
-        rules); on a cluster the kubelet would fail such a pod."""
+        rules); on a cluster the kubelet would fail such a pod.
+
+        `dra`: allocate ResourceClaims (watches ResourceClaims, ResourceSlices and DeviceClasses); False for a store
+        that does not serve `resource.k8s.io/v1` (a pod with claims then waits, saying so)."""
         self.store = store
         self.clock = clock
         self.contention_clock = contention_clock or clock
@@ -248,7 +272,7 @@ class Scheduler:
             store,
             "Pod",
             pod_state,
-            indexes={"node": lambda p: [p.node] if p.counted else []},
+            indexes={"node": lambda p: [p.node] if p.counted else [], "claims": lambda p: sorted(p.claims)},
         )
         self.nodes: Informer[NodeInfo] = Informer(store, "Node", lambda obj, _: node_info(obj))
         self.instances: Informer[dict[str, Any]] = Informer(
@@ -265,9 +289,34 @@ class Scheduler:
             self.configurations,
             self.classes,
         ]
-        self.queue: WorkQueue[str] = WorkQueue(clock)
+        self.dra = dra
+        self.claims: Informer[dict[str, Any]] = Informer(store, "ResourceClaim")
+        self.slices: Informer[dict[str, Any]] = Informer(store, "ResourceSlice")
+        self.device_classes: Informer[dict[str, Any]] = Informer(store, "DeviceClass")
+        if dra:
+            self._informers += [self.claims, self.slices, self.device_classes]
+        self._claim_snapshot: ClaimSnapshot | None = None
+        """The DRA view (slices, DeviceClasses, allocated claims and the allocations this scheduler assumed): kept
+        across bursts while nothing it reads moved but by this scheduler's own decisions coming back through the
+        claims informer, so its memo of verdicts (`claimchecks`) lasts; rebuilt after any other change of them."""
+        self._instance_devices: dict[str, list[tuple[str, str, int | None, bool]]] | None = None
+        self._devplace_devices: dict[tuple[str, str], Mapping[str, Any]] | None = None
+        """(pool, device) -> attributes of devplace's own slice devices (where a result's Instance slot is)."""
+        self._claim_pools: list[Pool] | None = None
+        """The slices gathered into pools (parsed once; rebuilt when a slice or a DeviceClass changes)."""
+        self._claims_assumed: dict[str, dict[str, Any]] = {}
+        """Claim -> the allocation decided for it and not yet seen by the claims informer."""
+        self._claim_checks: dict[str, ClaimCheck] = {}
+        self._dra_taken: dict[str, dict[str, int]] = {}
+        """Pod -> the Instance slots its assumed claim allocations take (in `assumed` too, for the device path)."""
+        self._verdicts = Verdicts()
+        self.queue: WorkQueue[str] = WorkQueue(clock, name="devplace-scheduler")
         """Pods (by key) to decide, and their retries after store failures (timers on the clock)."""
         self._unschedulable: set[str] = set()
+        metrics.PENDING_PODS.add(
+            self,
+            lambda s: {("active",): float(len(s.queue)), ("unschedulable",): float(len(s._unschedulable))},
+        )
         self._ready = False
         self._start = 0
         self._status_dirty = False
@@ -297,6 +346,12 @@ class Scheduler:
             self.configurations.subscribe(self._on_configuration),
             self.classes.subscribe(self._on_class),
         ]
+        if self.dra:
+            self._unsubscribe += [
+                self.claims.subscribe(self._on_claim),
+                self.slices.subscribe(self._on_dra_input),
+                self.device_classes.subscribe(self._on_dra_input),
+            ]
         for informer in self._informers:
             self.supervisor.loop(f"informer:{informer.name}", informer.run)
         self.supervisor.loop("schedule", self._work)
@@ -352,14 +407,17 @@ class Scheduler:
         if state is None:
             raise errors.NotFound(f"pod {pod_key} not found")
         cluster = self.snapshot()
-        blocker = self._blocker(state)
+        blocker = self._blocker(state) or (None if state.counted else self._claims_blocker(state))
         if blocker is not None:
             return [NodeVerdict(n.name, blocker) for n in cluster.nodes]
         assert state.info is not None
         if state.counted:  # explain a bound pod as if it were pending: take its own share off its node first
             cluster = _without(cluster, state)
         config = replace(self.config, percentage_of_nodes_to_score=100)
-        decision = schedule_one(state.info, cluster, self.assumed, config)  # reads `assumed`, changes nothing
+        extra = None if state.counted else self._claim_check(state.info)
+        self._claim_checks.clear()
+        # reads `assumed` and the DRA snapshot, changes nothing
+        decision = schedule_one(state.info, cluster, self.assumed, config, extra=extra)
         refused = {v.node: v.reason for v in decision.verdicts}
         if isinstance(decision, Unschedulable) and not decision.verdicts:
             return [NodeVerdict(n.name, decision.message) for n in cluster.nodes]
@@ -505,15 +563,23 @@ class Scheduler:
         held_after = new.slots if new is not None and new.counted else {}
         if held_before != held_after or (self.advertised_only and _extended(old) != _extended(new)):
             self._devices_changed()  # slots held, or (a broker's direct request) what its node offers, moved
+        if held_before != held_after and self._devplace_slices():
+            self._claim_snapshot = None  # the device path's holdings, which DRA counts too, moved
         if old is not None and old.counted and (new is None or not new.counted or new.node != old.node):
             self._requeue_unschedulable()  # a bound pod went: room on its node and its devices
         key = new.key if new is not None else old.key if old is not None else ""
         if new is None or new.node or not self.ours(new):
             self.queue.forget(key)  # its retry too
             self._unschedulable.discard(key)
-            self.assumed.forget(key)  # gone, or bound: the snapshot counts it from now on
+            self._forget_assumed(key)  # gone, or bound: the snapshot counts it from now on
             return
-        if old is None or old.node or old.spec != new.spec or not self.ours(old):
+        if (
+            old is None
+            or old.node
+            or old.spec != new.spec
+            or not self.ours(old)
+            or old.claim_statuses != new.claim_statuses
+        ):
             self._unschedulable.discard(key)
             self._queue(key)
 
@@ -529,6 +595,10 @@ class Scheduler:
         self._requeue_unschedulable()
 
     def _on_instance(self, change: Change[dict[str, Any]]) -> None:
+        usage_before = ((change.old or {}).get("spec") or {}).get("deviceUsage")
+        usage_after = ((change.new or {}).get("spec") or {}).get("deviceUsage")
+        if usage_before != usage_after and change.key[1] in self._devplace_slices():
+            self._claim_snapshot = None  # slots of a device DRA also serves moved
         before = self._devices.pop(change.key, None)
         self._resources.pop(change.key, None)
         after = self._device(change.key) if change.new is not None else None
@@ -558,6 +628,197 @@ class Scheduler:
         self._devices_changed()
         self._requeue_unschedulable()
 
+    def _on_claim(self, change: Change[dict[str, Any]]) -> None:
+        key = f"{change.key[0]}/{change.key[1]}"
+        old = allocation_of(change.old) if change.old is not None else None
+        new = allocation_of(change.new) if change.new is not None else None
+        assumed = self._claims_assumed.get(key)
+        if old != new and not (old is None and new is not None and new == assumed):
+            self._claim_snapshot = None  # devices held moved (beyond what this scheduler assumed already)
+        if new is not None or change.new is None:
+            self._claims_assumed.pop(key, None)  # the informer shows what was decided (or the claim is gone)
+        for state in self.pods.by("claims", key):
+            if not state.node and self.ours(state) and state.key not in self.assumed:  # not one being bound now
+                self._unschedulable.discard(state.key)
+                self._queue(state.key)
+        if old is not None and new is None:
+            self._requeue_unschedulable()  # devices freed
+
+    def _on_dra_input(self, change: Change[dict[str, Any]]) -> None:
+        if change.old is not None and change.new is not None and change.old.get("spec") == change.new.get("spec"):
+            return
+        self._claim_snapshot = None
+        self._claim_pools = None
+        self._devplace_devices = None
+        self._instance_devices = None
+        self._requeue_unschedulable()
+
+    # -- DRA ---------------------------------------------------------------------------------------------------------
+
+    def _claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A claim as the informer shows it, with the allocation decided for it and not yet seen laid over."""
+        claim = self.claims.get(namespace, name)
+        assumed = self._claims_assumed.get(f"{namespace}/{name}")
+        if claim is None or assumed is None or allocation_of(claim) is not None:
+            return claim
+        return {**claim, "status": {**(claim.get("status") or {}), "allocation": assumed}}
+
+    def claim_snapshot(self) -> ClaimSnapshot:
+        """The DRA view for this burst: slices, DeviceClasses, allocated claims (assumed allocations included)."""
+        if self._claim_snapshot is None:
+            allocated: list[dict[str, Any]] = [c for c in self.claims.values() if allocation_of(c) is not None]
+            for key, allocation in self._claims_assumed.items():
+                current = self.claims.get(*_split_key(key))
+                if current is None or allocation_of(current) is None:
+                    allocated.append({"status": {"allocation": allocation}})
+            allocated.extend(self._device_path_holdings())
+            if self._claim_pools is None:
+                self._claim_pools = gather_pools(self.slices.values())
+            self._claim_snapshot = ClaimSnapshot(
+                (), self.device_classes.values(), allocated, verdicts=self._verdicts, pools=self._claim_pools
+            )
+        return self._claim_snapshot
+
+    def _devplace_slices(self) -> dict[str, list[tuple[str, str, int | None, bool]]]:
+        """Instance -> its devices in devplace's slices: (pool, device, slot or None, shared) (cached with the
+        slices)."""
+        found = self._instance_devices
+        if found is None:
+            found = self._instance_devices = {}
+            for piece in self.slices.values():
+                spec = piece.get("spec") or {}
+                if spec.get("driver") != DRIVER:
+                    continue
+                pool = str((spec.get("pool") or {}).get("name") or "")
+                for device in spec.get("devices") or ():
+                    attrs = device.get("attributes") or {}
+                    instance = _attribute(attrs, "instance")
+                    if isinstance(instance, str) and instance:
+                        slot = _attribute(attrs, "slot")
+                        entry = (
+                            pool,
+                            str(device.get("name") or ""),
+                            slot if isinstance(slot, int) else None,
+                            bool(device.get("allowMultipleAllocations")),
+                        )
+                        found.setdefault(instance, []).append(entry)
+        return found
+
+    def _device_path_holdings(self) -> list[dict[str, Any]]:
+        """What the device path holds of devplace's DRA devices, as allocations DRA must not give again (one truth):
+        per Instance, the slots its Instance-level and Configuration-level holders have, or (when more) the slots
+        bound pods' annotations and this scheduler's device-path decisions promise; on the device of a held slot
+        (N-devices form), the Instance's one device (capacity 1), or a share of `slots` (consumable form)."""
+        by_instance = self._devplace_slices()
+        if not by_instance:
+            return []
+        promised: dict[str, int] = {}
+        for pod in self.pods.values():
+            if pod.counted:
+                for device, n in pod.slots.items():
+                    promised[device] = promised.get(device, 0) + n
+        dra_assumed: dict[str, int] = {}
+        for taken in self._dra_taken.values():
+            for device, n in taken.items():
+                dra_assumed[device] = dra_assumed.get(device, 0) + n
+        for device, n in self.assumed.taken.items():
+            classic = n - dra_assumed.get(device, 0)
+            if classic > 0:
+                promised[device] = promised.get(device, 0) + classic
+        results: list[dict[str, Any]] = []
+        for (_, name), instance in self.instances.items():
+            devices = by_instance.get(name)
+            if not devices:
+                continue
+            usage = (instance.get("spec") or {}).get("deviceUsage") or {}
+            held_slots = sorted(
+                s
+                for s, h in usage.items()
+                if isinstance(h, str) and h and not h.startswith("D:") and slot_index(name, s) is not None
+            )
+            count = max(len(held_slots), promised.get(name, 0))
+            if count <= 0:
+                continue
+            pool, device, _, shared = devices[0]
+            if shared:
+                results.append(
+                    {
+                        "request": "device-plugins",
+                        "driver": DRIVER,
+                        "pool": pool,
+                        "device": device,
+                        "shareID": f"device-plugins-{name}",
+                        "consumedCapacity": {"slots": str(count)},
+                    }
+                )
+                continue
+            by_slot = {slot: (p, d) for p, d, slot, _ in devices if slot is not None}
+            if not by_slot:
+                results.append({"request": "device-plugins", "driver": DRIVER, "pool": pool, "device": device})
+                continue
+            indexes = [i for s in held_slots if (i := slot_index(name, s)) is not None]
+            free_order = [i for i in sorted(by_slot) if i not in indexes]
+            for i in (indexes + free_order)[:count]:
+                if i in by_slot:
+                    p, d = by_slot[i]
+                    results.append({"request": "device-plugins", "driver": DRIVER, "pool": p, "device": d})
+        if not results:
+            return []
+        return [{"status": {"allocation": {"devices": {"results": results}}}}]
+
+    def _claims_blocker(self, state: PodState) -> str | None:
+        """Why a pod with ResourceClaims cannot be decided now (module docstring of `podclaims`), or None."""
+        if not claim_refs(state.wire):
+            return None
+        if not self.dra:
+            return "the pod has ResourceClaims and this scheduler runs without DRA (--no-dra)"
+        resolved = claims_for(state.wire, self._claim)
+        if isinstance(resolved, str):
+            return resolved
+        try:
+            ClaimCheck(self.claim_snapshot(), resolved, first_fit=True)
+        except errors.Invalid as e:
+            return f"invalid resource claim: {e.message}"
+        return None
+
+    def _claim_check(self, info: PodInfo) -> NodeCheck | None:
+        """The DRA filter of one pod, made just before its decision (so it sees the burst's earlier allocations)."""
+        state = self.pods.get(info.namespace, info.name)
+        if state is None or not claim_refs(state.wire):
+            return None
+        resolved = claims_for(state.wire, self._claim)
+        if isinstance(resolved, str):
+            reason = resolved
+            return lambda node: reason
+        strategy = self.config.strategy
+        check = ClaimCheck(self.claim_snapshot(), resolved, first_fit=strategy == "firstFit", strategy=strategy)
+        self._claim_checks[info.key] = check
+        return check
+
+    def _reserve(self, decision: Binding) -> Binding:
+        check = self._claim_checks.pop(decision.pod, None)
+        if check is None:
+            return decision
+        decision = check.reserve(decision)
+        taken: dict[str, int] = {}
+        for key, allocation in decision.claims:
+            if allocation is not None:
+                self._claims_assumed[key] = dict(allocation)
+                for _, instance, _, count in self._slot_wants(allocation):
+                    taken[instance] = taken.get(instance, 0) + count
+        self._dra_taken[decision.pod] = taken
+        return replace(decision, claim_slots=taken)
+
+    def _forget_assumed(self, key: str) -> None:
+        self.assumed.forget(key)
+        self._dra_taken.pop(key, None)
+
+    def _forget_claims(self, decision: Binding) -> None:
+        for key, allocation in decision.claims:
+            if allocation is not None and self._claims_assumed.get(key) == allocation:
+                del self._claims_assumed[key]
+                self._claim_snapshot = None
+
     # -- the decision loop -----------------------------------------------------------------------------------------
 
     async def _work(self) -> None:
@@ -586,7 +847,7 @@ class Scheduler:
         out: list[tuple[PodState, Binding | Unschedulable]] = []
         placeable: dict[str, PodState] = {}
         for state in states:
-            blocker = self._blocker(state)
+            blocker = self._blocker(state) or self._claims_blocker(state)
             if blocker is not None:
                 out.append((state, Unschedulable(state.key, blocker)))
             else:
@@ -596,7 +857,10 @@ class Scheduler:
             self.bursts += 1
             cluster = self.snapshot()
             infos = [s.info for s in placeable.values() if s.info is not None]
-            decisions = schedule_burst(infos, cluster, self.assumed, self.config, self._start)
+            decisions = schedule_burst(
+                infos, cluster, self.assumed, self.config, self._start, self._claim_check, self._reserve
+            )
+            self._claim_checks.clear()
             for decision in decisions:
                 self._start = decision.next_start
                 out.append((placeable[decision.pod], decision))
@@ -610,56 +874,177 @@ class Scheduler:
         return (0, key) if info is None else (1, pending_key(info))
 
     async def _burst(self, keys: list[str]) -> None:
+        started = time.perf_counter()
         self._unschedulable.difference_update(keys)  # decided again now: a refusal below marks it again
         writes: list[Awaitable[None]] = []
         for state, decision in self.decide(keys):
             if isinstance(decision, Binding):
-                writes.append(self._bind(state, decision))
+                writes.append(self._bind(state, decision, started))
             else:
                 self._unschedulable.add(state.key)
+                metrics.schedule_attempt("unschedulable", time.perf_counter() - started, self.name)
                 writes.append(self._refuse(state, decision.message))
         for start in range(0, len(writes), _WRITES_AT_ONCE):
             await asyncio.gather(*writes[start : start + _WRITES_AT_ONCE])
 
-    async def _bind(self, state: PodState, binding: Binding) -> None:
-        now = rfc3339(self.clock.now())
-
-        def decide(current: dict[str, Any]) -> dict[str, Any] | None:
-            spec = current.get("spec") or {}
-            if spec.get("nodeName") or spec != state.spec:
-                return None  # bound meanwhile (dropped), or changed (decided again below)
-            meta = dict(current.get("metadata") or {})
-            annotations = {
-                k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(ANNOTATION_PREFIX)
-            }
-            annotations.update(binding.annotations)
-            meta["annotations"] = annotations
-            status = _with_condition(current, _scheduled_condition("True", None, None), now)
-            out = {**current, "metadata": meta, "spec": {**spec, "nodeName": binding.node}}
-            if status is not None:
-                out["status"] = status
-            return out
-
+    async def _bind(self, state: PodState, decision: Binding, started: float) -> None:
+        """Commit one decision in kube-scheduler's order: the claims first (`_commit_claims`), then the binding through
+        `pods/binding` (`store.bind_pod`). A failure part-way leaves nothing a restart cannot finish: a claim allocated
+        and reserved for this pod is used as it is when the pod is decided again, and released by the claim lifecycle
+        when the pod goes instead."""
+        namespace, name = _split_key(state.key)
+        if decision.claims:
+            try:
+                await self._commit_claims(state, decision)
+            except errors.DevplaceError as e:
+                log.warning("%s: reserving the claims of %s on %s failed: %s", self.name, state.key, decision.node, e)
+                self._forget_claims(decision)
+                self._forget_assumed(state.key)
+                if isinstance(e, errors.Conflict):
+                    # a claim or a slot moved under the decision, and this scheduler's informers may not show it
+                    # yet: decide again when they do (any device or claim change), or after the retry delay
+                    self._unschedulable.add(state.key)
+                    self._retry_later(state.key)
+                elif not isinstance(e, errors.NotFound):
+                    self._retry_later(state.key)
+                return
+        body = binding(namespace, name, decision.node, decision.annotations)
+        uid = (state.wire.get("metadata") or {}).get("uid")
+        if uid:
+            body["metadata"]["uid"] = uid
         try:
-            written = await self._cas("Pod", state.key, decide, state.wire)
-        except errors.NotFound:
-            self.assumed.forget(state.key)
+            await bind_pod(self.store, body, clock=self.contention_clock)
+        except (errors.NotFound, errors.Conflict) as e:
+            log.info("%s: %s was not bound to %s: %s", self.name, state.key, decision.node, e)
+            self._forget_assumed(state.key)  # gone, or bound by someone else: the informer shows which
             return
         except errors.DevplaceError as e:
-            log.warning("%s: binding %s to %s failed: %s", self.name, state.key, binding.node, e)
-            self.assumed.forget(state.key)
+            log.warning("%s: binding %s to %s failed: %s", self.name, state.key, decision.node, e)
+            metrics.schedule_attempt("error", time.perf_counter() - started, self.name)
+            self._forget_assumed(state.key)
             self._retry_later(state.key)
             return
-        self.pods.record(written.object)
-        if written.action != "unchanged" and self.events is not None:
-            namespace, name = _split_key(state.key)
-            note = f"Successfully assigned {namespace}/{name} to {binding.node}"
-            self.events.emit(written.object, "Scheduled", note, "Normal", action="Binding")
-        if written.action == "unchanged":
-            self.assumed.forget(state.key)
-            fresh = self.pods.get(*_split_key(state.key))
-            if fresh is not None and not fresh.node and self.ours(fresh):
-                self._queue(state.key)  # the pod changed under the decision: decide again
+        self.writes += 1
+        metrics.schedule_attempt("scheduled", time.perf_counter() - started, self.name)
+        if self.events is not None:
+            note = f"Successfully assigned {namespace}/{name} to {decision.node}"
+            self.events.emit(state.wire, "Scheduled", note, "Normal", action="Binding")
+
+    async def _commit_claims(self, state: PodState, decision: Binding) -> None:
+        """Each claim of the decision: a claim this decision allocates gets its Instance slots (devplace's own devices,
+        `_take_slots`), then ONE write of the delete-protection finalizer, `status.allocation` and `reservedFor`
+        (kube-scheduler writes the finalizer first and the status after it; one CAS does both or neither); a claim
+        allocated before only gains the pod in `reservedFor`. `errors.Conflict` when a claim was allocated
+        differently meanwhile or a slot is taken: the slots this call took are released again."""
+        taken: list[str] = []
+        try:
+            for key, allocation in decision.claims:
+                namespace, name = _split_key(key)
+                if allocation is not None:
+                    taken.append(key)
+                    await self._take_slots(namespace, name, allocation, decision.node)
+                await self._reserve_claim(namespace, name, allocation, state.wire)
+        except errors.DevplaceError:
+            for key in taken:
+                claim = self.claims.get(*_split_key(key))
+                if claim is None or allocation_of(claim) is None:
+                    await self._release_slots(*_split_key(key))
+            raise
+
+    async def _reserve_claim(
+        self, namespace: str, name: str, allocation: Mapping[str, Any] | None, pod: Mapping[str, Any]
+    ) -> None:
+        def decide(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = dict(current.get("status") or {})
+            stored = allocation_of(current)
+            if allocation is not None and stored is not None and stored != allocation:
+                raise errors.Conflict(f"ResourceClaim {namespace}/{name} was allocated meanwhile")
+            if allocation is None and stored is None:
+                raise errors.Conflict(f"ResourceClaim {namespace}/{name} was deallocated meanwhile")
+            meta = dict(current.get("metadata") or {})
+            if meta.get("deletionTimestamp"):
+                raise errors.Conflict(f"ResourceClaim {namespace}/{name} is being deleted")
+            finalizers = list(meta.get("finalizers") or [])
+            if allocation is not None and DELETE_PROTECTION not in finalizers:
+                meta["finalizers"] = [*finalizers, DELETE_PROTECTION]
+            if allocation is not None:
+                status["allocation"] = dict(allocation)
+            status["reservedFor"] = with_consumer(current, pod)
+            out = {**current, "metadata": meta, "status": status}
+            return None if out == current else out
+
+        written = await self._cas("ResourceClaim", f"{namespace}/{name}", decide, self.claims.get(namespace, name))
+        self.claims.record(written.object)
+
+    def _slot_wants(self, allocation: Mapping[str, Any]) -> list[tuple[str, str, int | None, int]]:
+        """What an allocation takes of devplace's Instances: (namespace, instance, slot or None, count) per device of
+        devplace's driver whose slice names its Instance (`instance` attribute; `slot` for the N-devices form)."""
+        attributes = self._devplace_devices
+        if attributes is None:
+            attributes = self._devplace_devices = {}
+            for piece in self.slices.values():
+                spec = piece.get("spec") or {}
+                if spec.get("driver") != DRIVER:
+                    continue
+                pool = str((spec.get("pool") or {}).get("name") or "")
+                for device in spec.get("devices") or ():
+                    attributes[(pool, str(device.get("name") or ""))] = device.get("attributes") or {}
+        out: list[tuple[str, str, int | None, int]] = []
+        for result in (allocation.get("devices") or {}).get("results") or ():
+            if result.get("driver") != DRIVER or result.get("adminAccess"):
+                continue
+            attrs = attributes.get((str(result.get("pool") or ""), str(result.get("device") or "")))
+            if attrs is None:
+                continue
+            instance = _attribute(attrs, "instance")
+            if not isinstance(instance, str) or not instance:
+                continue
+            known = self.instances.keys()
+            namespace = next((ns for ns, n in known if n == instance), None)
+            if namespace is None:
+                continue
+            slot = _attribute(attrs, "slot")
+            if result.get("shareID"):
+                consumed = (result.get("consumedCapacity") or {}).get("slots")
+                count = int(str(consumed)) if consumed is not None and str(consumed).isdigit() else 1
+                out.append((namespace, instance, None, count))
+            else:
+                out.append((namespace, instance, slot if isinstance(slot, int) else 0, 1))
+        return out
+
+    async def _take_slots(self, namespace: str, claim: str, allocation: Mapping[str, Any], node: str) -> None:
+        holder = DRA(namespace, claim, node)
+        for ns, instance, slot, count in self._slot_wants(allocation):
+
+            def decide(
+                current: dict[str, Any], instance: str = instance, slot: int | None = slot, count: int = count
+            ) -> dict[str, Any] | None:
+                spec = dict(current.get("spec") or {})
+                usage = spec.get("deviceUsage") or {}
+                want = dra_taken(instance, usage, holder, slot=slot, count=count)
+                return None if want == usage else {**current, "spec": {**spec, "deviceUsage": want}}
+
+            written = await self._cas("Instance", f"{ns}/{instance}", decide, self.instances.get(ns, instance))
+            self.instances.record(written.object)
+
+    async def _release_slots(self, namespace: str, claim: str) -> None:
+        """Free every slot held for claim `namespace/claim` (best effort: the claim lifecycle repeats it)."""
+        prefix = f"D:{namespace}/{claim}:"
+        for key, instance in list(self.instances.items()):
+            usage = (instance.get("spec") or {}).get("deviceUsage") or {}
+            if not any(isinstance(v, str) and v.startswith(prefix) for v in usage.values()):
+                continue
+
+            def decide(current: dict[str, Any]) -> dict[str, Any] | None:
+                spec = dict(current.get("spec") or {})
+                usage = spec.get("deviceUsage") or {}
+                want = dra_released(usage, namespace, claim)
+                return None if want == usage else {**current, "spec": {**spec, "deviceUsage": want}}
+
+            try:
+                await self._cas("Instance", f"{key[0]}/{key[1]}", decide, instance)
+            except errors.DevplaceError as e:
+                log.warning("%s: releasing the slots of claim %s/%s failed: %s", self.name, namespace, claim, e)
 
     async def _refuse(self, state: PodState, message: str) -> None:
         now = rfc3339(self.clock.now())
@@ -692,7 +1077,7 @@ class Scheduler:
         decide: Callable[[dict[str, Any]], dict[str, Any] | None],
         first: Mapping[str, Any] | None,
     ) -> Any:
-        namespace, name = _split_key(key) if kind == "Pod" else ("", key)
+        namespace, name = _split_key(key) if kind in _NAMESPACED else ("", key)
         written = await cas(self.store, kind, name, namespace, decide, first=first, clock=self.contention_clock)
         if written.action != "unchanged":
             self.writes += 1
@@ -755,6 +1140,17 @@ class Scheduler:
             log.warning("%s: writing the status of class %s failed: %s", self.name, name, e)
             return
         self.classes.record(written.object)
+
+
+def _attribute(attributes: Mapping[str, Any], name: str) -> Any:
+    """A slice device attribute's value (`{int|bool|string|version: v}`), bare or under devplace's domain."""
+    raw = attributes.get(name) or attributes.get(f"{DRIVER}/{name}")
+    if not isinstance(raw, Mapping):
+        return None
+    for kind in ("string", "int", "bool", "version"):
+        if kind in raw:
+            return raw[kind]
+    return None
 
 
 def _extended(state: PodState | None) -> Mapping[str, int]:

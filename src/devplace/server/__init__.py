@@ -11,7 +11,8 @@ over one `Store`.
   the media types each verb takes; `framing`: requests refused for their framing (Content-Length with chunked
   encoding, too many query parameters, too large a head) before anything else reads them;
 - `discoveries`: API discovery; `openapis`: /openapi/v2 and /openapi/v3;
-- `health`: /livez and /readyz, with Kubernetes' named checks;
+- `health`: /livez and /readyz, with Kubernetes' named checks; `metrics`: /metrics, and kube-apiserver's request
+  metrics counted around the whole app;
 - `namespaces`: Namespaces deleted with everything in them (Terminating meanwhile), `default` always there;
 - `deployments`: the Deployment status the server answers, devplace running no Deployment controller (so `kubectl
   rollout status` ends, saying why);

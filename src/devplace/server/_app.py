@@ -1,7 +1,8 @@
 """The devplace API server: one FastAPI app over one `Store`.
 
 `create_app(store)` mounts the Kubernetes-style resource API (`devplace.server._resources`), the EMCO-style fleet
-API under /v2 (`devplace.server._emco`), `/healthz`, `/livez` and `/readyz` (`devplace.server._health`) and `/version`
+API under /v2 (`devplace.server._emco`), `/healthz`, `/livez` and `/readyz` (`devplace.server._health`), `/metrics`
+(`devplace.server._metrics`, which also counts every request) and `/version`
 (the Kubernetes API level devplace serves, `kubeapi.versions`). The app does not own the store: whoever opened
 it closes it (the `devplace server` command does so after uvicorn stops).
 
@@ -57,6 +58,7 @@ from devplace.server import _emco as emco
 from devplace.server import _guards as guards
 from devplace.server import _health as health
 from devplace.server import _limits as limits
+from devplace.server import _metrics as request_metrics
 from devplace.server import _openapis as openapis
 from devplace.server import _patches as patches
 from devplace.server import _resources as resources
@@ -221,7 +223,8 @@ def create_app(
         store = guards.GuardedStore(store)
     app.state.store = store
     app.add_middleware(RequestFraming)  # before authentication: framing is refused whoever sends it
-    app.add_middleware(_HeadAsGet)  # outermost: everything inside sees a GET
+    app.add_middleware(_HeadAsGet)  # everything inside sees a GET
+    app.add_middleware(request_metrics.RequestMetrics)  # outermost: every request is counted, refused ones too
     app.add_exception_handler(errors.DevplaceError, _on_devplace_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
@@ -239,6 +242,7 @@ def create_app(
     app.include_router(resources.router(store, clock=clock, bookmark_interval=watch_bookmark_interval))
     app.include_router(patches.router(store, clock=clock))
     app.include_router(health.router(store))
+    app.include_router(request_metrics.router())
     app.include_router(discoveries.router())
     app.include_router(openapis.router())
     if fleet_api:

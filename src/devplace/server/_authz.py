@@ -43,16 +43,20 @@ replaces, so the decision holds for what is written). Every refusal is a `Denied
 | node-instance-fields          | node   | changing other Instance fields (capacity, free slots and brokerProperties  |
 |                               |        | only while it is listed: its agent follows the Configuration)              |
 | node-instance-delete          | node   | deleting an Instance another node still lists                              |
+| node-own-slices               | node   | writing a ResourceSlice whose spec.nodeName, before or after, is another's |
+| node-own-claims               | node   | listing ResourceClaims, or reading one not allocated for it (its           |
+|                               |        | allocation's nodeSelector names another node)                              |
 
 What a node identity may do is what `devplace.agent` and the simulated kubelet do, and no more: read Configurations,
-Instances and Nodes; read its Pods (`spec.nodeName` is itself) and the ConfigMaps and Secrets a Configuration's
-discoveryProperties name (by name: list and watch with `metadata.name=<name>` in a namespace); write its own Node;
-write its Pods' `status`; write its own DiscoveryFailed / ResourceNameConflict entries (`node: <itself>`) of a
+Instances, Nodes and ResourceSlices; read its Pods (`spec.nodeName` is itself) and the ConfigMaps and Secrets a
+Configuration's discoveryProperties name (by name: list and watch with `metadata.name=<name>` in a namespace); write its
+own Node; write its Pods' `status`; write its own DiscoveryFailed / ResourceNameConflict entries (`node: <itself>`) of a
 Configuration's status.conditions; create Instances listing only itself with free slots; join and leave Instances
 (`spec.nodes`), claim slots of Instances it is listed on and release slots it holds, mark an Instance nobody sees
-offline (the offline-since annotation), resize an Instance it is listed on to its Configuration's capacity (free
-slots follow the capacity) and write its brokerProperties; delete Instances no other node lists. This follows
-Kubernetes' NodeRestriction admission: a node writes only its own share.
+offline (the offline-since annotation), resize an Instance it is listed on to its Configuration's capacity (free slots
+follow the capacity) and write its brokerProperties; delete Instances no other node lists; create, update and delete
+ResourceSlices whose `spec.nodeName` is itself (its local pool; a probe slice). This follows Kubernetes' NodeRestriction
+admission: a node writes only its own share.
 
 An Instance's size is its Configuration's: `admit` is given the Configuration the Instance names (`configuration`,
 read by `server.guards` only when `needs_configuration` says so: a node creating an Instance, or changing its
@@ -309,6 +313,10 @@ def _authorize_node(node: str, action: Action, referenced: frozenset[Source]) ->
         if action.verb == "deletecollection" or action.subresource is not None:
             return Denied("node-kinds", f"a node does not {action.verb} {action.describe()}")
         return ALLOWED
+    if kind == "ResourceSlice":
+        if action.verb == "deletecollection" or action.subresource is not None:
+            return Denied("node-kinds", f"a node does not {action.verb} {action.describe()}")
+        return ALLOWED  # the object decides: `admit` (node-own-slices)
     if kind == "Configuration":
         if action.verb in ("update", "patch") and action.subresource in (None, "status"):
             return ALLOWED
@@ -333,8 +341,12 @@ def _selected(fields: str, field: str) -> str | None:
 
 def _node_read(node: str, action: Action, referenced: frozenset[Source]) -> Decision:
     kind = action.kind
-    if kind in ("Configuration", "Instance", "Node"):
+    if kind in ("Configuration", "Instance", "Node", "ResourceSlice"):
         return ALLOWED
+    if kind == "ResourceClaim":
+        if action.verb == "get":
+            return ALLOWED  # the object decides: `admit(..., "get", ...)` (node-own-claims)
+        return Denied("node-own-claims", "a node reads ResourceClaims one at a time, by namespace and name")
     if kind == "Pod":
         if action.verb == "get":
             return ALLOWED  # the object decides: `admit(..., "get", ...)`
@@ -396,6 +408,8 @@ def admit(
     if op == "get":
         if kind == "Pod" and before is not None and _node_name(before) != node:
             return Denied("node-own-pods", f"the Pod is bound to {_node_name(before) or 'no node'}, not {node}")
+        if kind == "ResourceClaim" and before is not None and not _claim_for(before, node):
+            return Denied("node-own-claims", f"the ResourceClaim is not allocated for node {node}")
         return ALLOWED
     if kind == "Node":
         name = _name(after if after is not None else before)
@@ -408,11 +422,47 @@ def admit(
         if op == "delete":
             return _instance_delete(node, before or {})
         return _instance_update(node, before or {}, after or {}, configuration)
+    if kind == "ResourceSlice":
+        return _slice_write(node, before, after)
     if kind == "Configuration" and op == "update":
         return _configuration_update(node, before or {}, after or {})
     if kind == "Pod" and op == "update":
         return _pod_update(node, before or {}, after or {})
     return Denied("node-kinds", f"a node does not {op} {kind}s")
+
+
+def _claim_for(claim: Mapping[str, Any], node: str) -> bool:
+    """Whether a node may read `claim` to prepare it (Kubernetes' node authorizer: claims of the pods bound to it):
+    the claim is allocated and its allocation's nodeSelector names the node, or it has none (a network-attached
+    device any node may use)."""
+    status = claim.get("status")
+    allocation = status.get("allocation") if isinstance(status, Mapping) else None
+    if not isinstance(allocation, Mapping):
+        return False
+    selector = allocation.get("nodeSelector")
+    if not selector:
+        return True
+    return node in _strings(selector)
+
+
+def _strings(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, Mapping):
+        return set().union(*(_strings(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()
+
+
+def _slice_write(node: str, before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> Decision:
+    """NodeRestriction for ResourceSlices: a node writes only slices whose `spec.nodeName` is itself, before and
+    after (so never a slice with a nodeSelector or allNodes: the controller publishes those)."""
+    for obj in (before, after):
+        if obj is not None and _node_name(obj) != node:
+            owner = _node_name(obj) or "no node (a nodeSelector, allNodes or per-device slice)"
+            return Denied("node-own-slices", f"node {node} may write only its own ResourceSlices, not one of {owner}")
+    return ALLOWED
 
 
 def _name(obj: Mapping[str, Any] | None) -> str:

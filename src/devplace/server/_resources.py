@@ -71,8 +71,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from devplace import errors
+from devplace.api import bound_pod, validated
 from devplace.api import kinds as registered_kinds
-from devplace.api import validated
 from devplace.clocks import Clock, SystemClock
 from devplace.kubeapi import (
     DELETE_QUERY,
@@ -120,6 +120,7 @@ from devplace.store import (
     key_fields,
     key_of,
     resource_version_of,
+    rfc3339,
     stamp_created,
     stamp_updated,
 )
@@ -624,6 +625,48 @@ class _Routes:
         written = await self._write(target, decide, dry_run(request.query_params.getlist("dryRun")))
         return _with_warnings(JSONResponse(written), warnings)
 
+    async def binding_post(self, request: Request) -> Response:
+        """Bind a Pod to a Node (`pods/{name}/binding`, what a scheduler POSTs): `api.bound_pod` by compare-and-swap;
+        201 with a `Status` of `Success`; 409 for a Pod already bound, as Kubernetes answers."""
+        target = self._target(request)
+        name_subject(request.state, target, target.name)
+        if target.info.kind != "Pod":
+            raise errors.NotFound(
+                f"the server could not find the requested resource: {target.info.plural} has no binding subresource"
+            )
+        return await self._bind(request, target.store_namespace, str(target.name))
+
+    async def bindings_post(self, request: Request) -> Response:
+        """`POST /api/v1/namespaces/{namespace}/bindings`, the older form (the official Python client's
+        `create_namespaced_binding`): the Binding's `metadata.name` names the Pod."""
+        return await self._bind(request, str(request.path_params["namespace"]), None)
+
+    async def _bind(self, request: Request, namespace: str, name: str | None) -> Response:
+        body = await self._body(request)
+        if body.get("kind") not in (None, "Binding"):
+            raise errors.Invalid.field("kind", f"must be Binding, not {body.get('kind')!r}")
+        meta = body.get("metadata")
+        named = meta.get("name") if isinstance(meta, Mapping) else None
+        if name is None:
+            if not isinstance(named, str) or not named:
+                raise errors.Invalid.field("metadata.name", "required: the name of the Pod to bind")
+            name = named
+        elif named not in (None, "", name):
+            raise errors.Invalid.field("metadata.name", f"must be the pod's name {name!r}, not {named!r}")
+        now = rfc3339(self.clock.now())
+
+        def decide(current: dict[str, Any]) -> dict[str, Any]:
+            new = bound_pod(current, body, now)
+            admit_update(current, new)
+            return new
+
+        if not dry_run(request.query_params.getlist("dryRun")):
+            await cas(self.store, "Pod", name, namespace, decide, clock=self.clock)
+        else:
+            decide(await self.store.get("Pod", name, namespace))
+        answer = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+        return JSONResponse(answer, status_code=201)
+
     async def scale_get(self, request: Request) -> Response:
         target = self._subresource_target(request, "scale")
         obj = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
@@ -761,6 +804,17 @@ def _subresource_routes(
             openapi_extra={"parameters": [*item_params, *(_WRITE_OPENAPI if verb == "PUT" else [])]}
             | (_OBJECT_BODY if verb == "PUT" else {}),
         )
+    api.add_api_route(
+        f"{item}/binding",
+        routes.binding_post,
+        methods=["POST"],
+        operation_id=f"createBinding{op}",
+        summary="Bind a Pod to a Node (pods/binding; 409 for a Pod already bound)",
+        tags=[tag],
+        status_code=201,
+        responses={201: {"description": "a Status of Success"}, **_ERRORS},
+        openapi_extra={"parameters": [*item_params, _WRITE_OPENAPI[0]], **_OBJECT_BODY},
+    )
     scale_body = {"description": "an autoscaling/v1 Scale"}
     for verb, handler, summary in (
         ("GET", routes.scale_get, "Read a Deployment's Scale"),
@@ -788,6 +842,17 @@ def router(
         raise errors.Invalid.field("bookmark_interval", "must be positive")
     routes = _Routes(store, clock or SystemClock(), bookmark_interval)
     api = APIRouter()
+    api.add_api_route(
+        "/api/v1/namespaces/{namespace}/bindings",
+        routes.bindings_post,
+        methods=["POST"],
+        operation_id="createNamespacedBinding",
+        summary="Bind the Pod a Binding's metadata.name names to a Node (409 for a Pod already bound)",
+        tags=["core"],
+        status_code=201,
+        responses={201: {"description": "a Status of Success"}, **_ERRORS},
+        openapi_extra={"parameters": [_path_param("namespace", "namespace"), _WRITE_OPENAPI[0]], **_OBJECT_BODY},
+    )
     params = _param_sets()
     namespace = _path_param("namespace", "namespace of a namespaced kind")
     name = _path_param("name", "object name")

@@ -131,10 +131,14 @@ class Fleet:
         strategy: Strategy = "firstFit",
         node_grace: float = 300.0,
         pending_grace: float = 300.0,
+        dra: bool = False,
     ) -> None:
         """`scheduler` runs the resource-class `Scheduler` (device-selection `strategy`); `controller` runs the broker
         `Controller` (with `node_grace` and `pending_grace`) and the `ClassMatcher` its group members by class use.
-        Both are cluster-level parts, started after the nodes and waited for by `settle`."""
+        Both are cluster-level parts, started after the nodes and waited for by `settle`. `dra`: every agent serves the
+        kubelet's DRA plugin and publishes its local devices' ResourceSlices (the controller the shared ones), and
+        every simulated kubelet prepares pods' ResourceClaims through it (CDI specs in
+        `<kubelet dir>/cdi`)."""
         self.clock = clock or FakeClock()
         self.world = World()
         self.resource_prefix = resource_prefix
@@ -142,6 +146,7 @@ class Fleet:
         self.release_grace = release_grace
         self.offline_grace = offline_grace
         self.podresources_poll = podresources_poll
+        self.dra = dra
         self._store_spec = store
         self._store: Store | None = None if isinstance(store, str) else store
         self._owns_store = isinstance(store, str)
@@ -251,8 +256,11 @@ class Fleet:
             release_grace=self.release_grace,
             offline_grace=self.offline_grace,
             podresources_poll=self.podresources_poll,
+            dra=self.dra,
+            cdi_dir=kubelet_dir / "cdi",
         )
-        parts.kubelet = SimKubelet(parts.name, kubelet_dir, self._store, self.clock)
+        cdi_dirs = [kubelet_dir / "cdi"] if self.dra else None
+        parts.kubelet = SimKubelet(parts.name, kubelet_dir, self._store, self.clock, cdi_dirs=cdi_dirs)
 
     async def _start_node(self, parts: _NodeParts) -> None:
         assert parts.kubelet is not None
@@ -322,6 +330,7 @@ class Fleet:
             class_matches=matcher,
             contention_clock=SystemClock(),
             events=EventRecorder(store, "devplace-controller", clock),
+            dra_slices=self.dra,  # shared Instances' ResourceSlices, beside the agents' local ones
         )
         matcher.bind(controller)
         return controller

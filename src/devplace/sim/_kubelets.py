@@ -24,6 +24,9 @@ It reproduces the kubelet behaviour devplace's agent depends on (shared/referenc
 - There is no Deallocate: a pod's devices are forgotten when it is deleted or reaches Succeeded/Failed, and plugins
   learn that only through PodResources (List, GetAllocatableResources, Get on
   `<kubelet_dir>/pod-resources/kubelet.sock`).
+- With `cdi_dirs`, DRA (`drakubelets`): a pod's ResourceClaims are prepared through the DRA plugins of the plugin
+  registry once its devices are allocated (a failure fails the pod with `UnexpectedAdmissionError`), and unprepared
+  in the background after the last pod using them stops or goes.
 - `restart()` drops every plugin connection and recreates both sockets; allocations survive (the real kubelet
   checkpoints them), so plugins must notice the new kubelet.sock and register again.
 
@@ -43,7 +46,7 @@ import contextlib
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -69,6 +72,7 @@ from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from devplace.sim import _admissions as admissions
 from devplace.sim import _nodes as nodes
+from devplace.sim._drakubelets import DraClient, DraFailure
 from devplace.store import Change, Informer, Store, cas, rfc3339
 from devplace.supervisors import Supervisor
 
@@ -237,6 +241,7 @@ class SimKubelet:
         resource_class_prefix: str = admissions.RESOURCE_CLASS_PREFIX,
         node_status_interval: float = 0.0,
         recover: bool = False,
+        cdi_dirs: Sequence[Path] | None = None,
     ) -> None:
         """`device_order`: how free devices are offered when the plugin states no preference. "random" (default) is
         what a real kubelet does (it takes them from an unordered set), from a generator seeded with `seed` (default:
@@ -244,7 +249,10 @@ class SimKubelet:
         `node_status_interval`: least seconds between two Node writes, on `clock` (0, the default: each change at
         once; a real kubelet reports every 10 s), so a busy node's health changes cost one write per interval.
         `recover`: take the devices of Running pods bound to this node back from their status when first seen (a
-        kubelet process that restarted; off by default: a simulated kubelet object keeps its allocations itself)."""
+        kubelet process that restarted; off by default: a simulated kubelet object keeps its allocations itself).
+        `cdi_dirs`: speak DRA (`drakubelets`): pods' ResourceClaims are prepared through the DRA plugins registered
+        in `<kubelet_dir>/plugins_registry/` before the pod runs, their CDI ids resolved in these directories, and
+        unprepared after the last pod using them stops (None, the default: pods' claims are not looked at)."""
         self.node = node
         self.kubelet_dir = Path(kubelet_dir)
         self.store = store
@@ -255,6 +263,7 @@ class SimKubelet:
         self.node_status_interval = node_status_interval
         self._recover = recover
         self._random = random.Random(node if seed is None else seed)
+        self.dra = None if cdi_dirs is None else DraClient(node, self.kubelet_dir, store, cdi_dirs)
         self._endpoints: dict[str, _Endpoint] = {}
         self._pods: dict[tuple[str, str], PodAllocation] = {}
         self._seen: set[str] = set()
@@ -293,11 +302,16 @@ class SimKubelet:
         if self._started:
             return
         self._started = True
+        if self.dra is not None:
+            await self.dra.wipe_slices()  # the kubelet starts with no slices of its node: its drivers publish anew
         await self._serve()
         self._mark_node_dirty()
         self.supervisor.loop("node", self._write_node_forever)
         self.supervisor.loop("pods", self._pods_cache.run)
         self.supervisor.loop("admissions", self._admit_forever)
+        dra = self.dra
+        if dra is not None:
+            self.supervisor.loop("dra registry", lambda: dra.watch_registry(self.clock))
         await self._pods_cache.wait_synced()
 
     async def stop(self) -> None:
@@ -307,6 +321,8 @@ class SimKubelet:
         self._started = False
         await self.supervisor.stop()
         await self._unserve()
+        if self.dra is not None:
+            await self.dra.close()
 
     async def restart(self) -> None:
         """Like a kubelet restart: drop plugin connections, recreate both sockets; held allocations survive.
@@ -590,6 +606,22 @@ class SimKubelet:
         pod = self._pods.get(key)
         if pod is not None and (not uid or pod.uid == uid):
             del self._pods[key]
+        if self.dra is not None and self.dra.uses_claims(uid):
+            self._spawn(self.dra.release_pod(uid))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` in the background, counted busy on the supervisor until it ends."""
+        release = self.supervisor.hold()
+        task = asyncio.create_task(work)
+        self._background.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._background.discard(finished)
+            release()
+            if not finished.cancelled() and finished.exception() is not None:
+                log.warning("%s: background work failed: %s", self.node, finished.exception())
+
+        task.add_done_callback(done)
 
     async def _admit(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -639,6 +671,11 @@ class SimKubelet:
                 else:
                     reusable[resource] = [d for d in pool if d not in ids]
             record.containers.append(container)
+        if self.dra is not None and (pod.get("spec") or {}).get("resourceClaims"):
+            try:
+                await self.dra.prepare_pod(pod)  # the kubelet prepares a pod's claims before its containers start
+            except DraFailure as e:
+                raise _AdmissionFailure("UnexpectedAdmissionError", str(e)) from e
 
     async def _allocate_container(
         self, resource: str, count: int, reusable: Sequence[str], taken_by_pod: set[str]

@@ -1,7 +1,10 @@
 """The object store: one protocol, several backends, one concurrency rule (compare-and-swap on resourceVersion).
 
 - `base`: the `Store` protocol and the helpers every backend shares (`DelegatingStore`, the base of wrappers);
-- `cas`: the one read-decide-write loop; `applies`: apply a manifest through it;
+- `cas`: the one read-decide-write loop; `applies`: apply a manifest through it; `bindings`: `bind_pod`, a Pod bound
+  through the `pods/binding` subresource (POSTed to an API server, else `api.bound_pod` by CAS);
+- `draslices`: ResourceSlice writes: `probe_support` (does the store serve slices, which optional fields it keeps)
+  and `write_pool` (one pool's `api.plan_pool` applied by CAS), shared by the agent and the controller;
 - `events`: `EventRecorder`: Events about objects, emitted without blocking, aggregated, bounded by TTL and count;
 - `leases`: `LeaderElector`: leader election through a coordination.k8s.io Lease (client-go's rules; `decide_lease`
   is the pure rule), and `FencedStore`, which refuses a part's writes unless its elector leads;
@@ -11,7 +14,9 @@
 - `remote`, `kube`: clients of devplace's API server and of a Kubernetes API server, on one REST client core
   (`restclients`, on HTTP/1.1 `exchanges` of its own: a tenth of httpx2's CPU per request) and one kubeconfig
   reader (`kubeconfigs`);
-- `open`: `open_store(url)`; the backends' classes load on first use, so importing the store stays cheap.
+- `open`: `open_store(url)`; the backends' classes load on first use, so importing the store stays cheap;
+- `backups`: `backup_sqlite` / `restore_sqlite`, a SQLite store file copied while it is written, restored atomically;
+- `dumps`: `export_objects` / `import_objects`, every object moved between backends as JSON lines or YAML.
 
 One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """
@@ -40,7 +45,9 @@ from devplace.store._base import (
     stamp_created,
     stamp_updated,
 )
+from devplace.store._bindings import BindingStore, bind_pod
 from devplace.store._cas import DELETE, Decide, Decided, Delete, Written, cas
+from devplace.store._draslices import probe_support, write_pool
 from devplace.store._events import EventRecorder
 from devplace.store._informers import Change, Informer, InformerSet, ObjKey
 from devplace.store._leases import FencedStore, LeaderElector, LeaseAction, ObservedLease, decide_lease, micro_time
@@ -48,6 +55,8 @@ from devplace.store._memory import MemoryStore
 from devplace.store._open import open_store
 
 if TYPE_CHECKING:
+    from devplace.store._backups import FileSummary, backup_sqlite, restore_sqlite, sqlite_file
+    from devplace.store._dumps import export_objects, format_dump, import_objects, parse_dump
     from devplace.store._etcd import EtcdStore
     from devplace.store._kube import KubeStore
     from devplace.store._kubeconfigs import current_server
@@ -59,6 +68,7 @@ __all__ = [
     "STORE_CLIENT_HEADER",
     "Admission",
     "Applied",
+    "BindingStore",
     "Change",
     "Decide",
     "Decided",
@@ -71,6 +81,7 @@ __all__ = [
     "EventRecorder",
     "EventType",
     "FencedStore",
+    "FileSummary",
     "Informer",
     "InformerSet",
     "Key",
@@ -87,21 +98,39 @@ __all__ = [
     "WatchStream",
     "Written",
     "apply_object",
+    "backup_sqlite",
+    "bind_pod",
     "cas",
     "current_server",
     "decide_lease",
+    "export_objects",
+    "format_dump",
+    "import_objects",
     "key_fields",
     "key_of",
     "micro_time",
     "open_store",
+    "parse_dump",
     "parse_filters",
+    "probe_support",
     "resource_version_of",
+    "restore_sqlite",
     "rfc3339",
+    "sqlite_file",
     "stamp_created",
     "stamp_updated",
+    "write_pool",
 ]
 
 _LAZY = {
+    "FileSummary": "devplace.store._backups",
+    "backup_sqlite": "devplace.store._backups",
+    "restore_sqlite": "devplace.store._backups",
+    "sqlite_file": "devplace.store._backups",
+    "export_objects": "devplace.store._dumps",
+    "format_dump": "devplace.store._dumps",
+    "import_objects": "devplace.store._dumps",
+    "parse_dump": "devplace.store._dumps",
     "current_server": "devplace.store._kubeconfigs",
     "EtcdStore": "devplace.store._etcd",
     "KubeStore": "devplace.store._kube",

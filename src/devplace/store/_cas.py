@@ -22,17 +22,21 @@ returns it with its outcome as `Decided(outcome, value)`: `cas` acts on `outcome
 `Written.value`, taken from the same decision the write (or "unchanged") rests on, never from an earlier attempt's.
 A plain decision's `value` is None (typed `Any`, so a caller whose decision is itself typed loosely still gets a
 typed `Written`).
+
+Every `cas` is measured (`devplace.metrics`): its duration by kind and outcome (`updated`, `deleted`, `unchanged`,
+`conflict` when it gave up, `refused`, `missing`, `failed`) and each write that lost a race, a CAS retry.
 """
 
 from __future__ import annotations
 
 import inspect
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar, overload
 
-from devplace import errors
+from devplace import errors, metrics
 from devplace.clocks import Clock, SystemClock
 from devplace.store._base import Store
 
@@ -147,7 +151,39 @@ async def cas(
     """
     if attempts < 1:
         raise errors.Invalid.field("attempts", f"must be at least 1 (got {attempts})")
-    clock = clock or SystemClock()
+    started = time.perf_counter()
+    outcome = "failed"
+    try:
+        written = await _cas(
+            store, kind, name, namespace, decide, first, clock or SystemClock(), attempts, base_delay, max_delay
+        )
+        outcome = written.action
+        return written
+    except errors.Conflict:
+        outcome = "conflict"
+        raise
+    except errors.Refused:
+        outcome = "refused"
+        raise
+    except errors.NotFound:
+        outcome = "missing"
+        raise
+    finally:
+        metrics.STORE_CAS_DURATION.labels(kind, outcome).observe(time.perf_counter() - started)
+
+
+async def _cas(
+    store: Store,
+    kind: str,
+    name: str,
+    namespace: str,
+    decide: Decide | DecideValue[Any],
+    first: Mapping[str, Any] | None,
+    clock: Clock,
+    attempts: int,
+    base_delay: float,
+    max_delay: float,
+) -> Written[Any]:
     cached: Mapping[str, Any] | None = first
     lost = 0
     while True:
@@ -177,6 +213,7 @@ async def cas(
                 return Written(gone, "deleted", value)
             return Written(await store.update(outcome), "updated", value)
         except errors.Conflict:
+            metrics.STORE_CAS_CONFLICTS.labels(kind).inc()
             if from_cache:
                 continue  # the cache was behind: read and decide again at once
             lost += 1

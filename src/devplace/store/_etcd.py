@@ -622,6 +622,40 @@ class EtcdStore:
         base.check_compact_target(target, await self.revision())  # beyond the head: Invalid
         raise errors.Unavailable(f"{self._conn.where}: etcd refused to compact at {target} for no known reason")
 
+    async def load(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create `obj` as it is, only its resourceVersion new (`devplace store import`; `SqliteStore.load`)."""
+        self._check_open()
+        key = base.key_of(obj)
+        if not _addressable(key):
+            raise errors.Invalid.field("metadata.name", "must not contain '/'")
+        stored = {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": ""}}
+        body = _encode(stored)
+        self._check_size(key, body, 0)
+        etcd_key = self._keys.of(key.kind, key.namespace, key.name)
+        request = pb.TxnRequest(
+            compare=[pb.Compare(key=etcd_key, target=pb.Compare.VERSION, result=pb.Compare.EQUAL, version=0)],
+            success=[pb.RequestOp(request_put=pb.PutRequest(key=etcd_key, value=body))],
+        )
+        reply = await self._call("Txn", request, f"load {key}")
+        if not reply.succeeded:
+            raise errors.AlreadyExists(f"{key} already exists")
+        self._remember(etcd_key, reply.header.revision, body)
+        return self._result(body, reply.header.revision)
+
+    async def dump(self) -> tuple[int, builtins.list[dict[str, Any]]]:
+        """Every devplace object under the prefix, in (kind, namespace, name) order, and the revision, in one
+        snapshot (keys that do not hold a devplace object are skipped, as `list` skips them)."""
+        self._check_open()
+        revision, kvs = await self._snapshot(*self._keys.span(None, None))
+        found = []
+        for kv in kvs:
+            obj = _loads(kv.value)
+            if obj is not None:
+                obj["metadata"]["resourceVersion"] = str(kv.mod_revision - self._base)
+                found.append(obj)
+        found.sort(key=lambda obj: (obj.get("kind", ""), *_namespace_and_name(obj)))
+        return revision - self._base, found
+
     # -- reads ----------------------------------------------------------------------------------------------
 
     async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:

@@ -34,6 +34,7 @@ from typing import Any
 from devplace import errors
 from devplace.clocks import Clock
 from devplace.store._base import DelegatingStore, Store
+from devplace.store._bindings import bind_pod
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +215,10 @@ class FencedStore(DelegatingStore):
     async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         self._fence("update", str(obj.get("kind")), str((obj.get("metadata") or {}).get("name")))
         return await self.inner.update(obj)
+
+    async def bind(self, body: Mapping[str, Any]) -> None:
+        self._fence("bind", "Pod", str((body.get("metadata") or {}).get("name")))
+        await bind_pod(self.inner, body, clock=self.elector.clock)
 
     async def delete(
         self, kind: str, name: str, namespace: str = "", *, resource_version: str | None = None

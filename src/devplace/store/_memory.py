@@ -230,6 +230,23 @@ class MemoryStore:
         self._commit("DELETED", key, stored, self._revision + 1, _size(stored))
         return _copy(stored)
 
+    async def load(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create `obj` as it is, only its resourceVersion new (`devplace store import`; `SqliteStore.load`)."""
+        self._check_open()
+        key = base.key_of(obj)
+        if key in self._objects:
+            raise errors.AlreadyExists(f"{key} already exists")
+        loaded = {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": str(self._revision + 1)}}
+        stored, size = self._stored_checked(key, loaded)
+        self._commit("ADDED", key, stored, self._revision + 1, size)
+        return _copy(stored)
+
+    async def dump(self) -> tuple[int, list[dict[str, Any]]]:
+        """Every object of every kind, in (kind, namespace, name) order, and the revision."""
+        self._check_open()
+        keys = sorted(self._objects, key=lambda key: (key.kind, key.namespace, key.name))
+        return self._revision, [_copy(self._objects[key]) for key in keys]
+
     # -- reads ----------------------------------------------------------------------------------------------
 
     async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:

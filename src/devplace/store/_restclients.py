@@ -50,7 +50,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from devplace import errors
-from devplace.api import KindInfo, lookup, parse_revision
+from devplace.api import DEFAULT_NAMESPACE, KindInfo, lookup, parse_revision
 from devplace.clocks import Clock, SystemClock
 from devplace.store import _base as base
 from devplace.store._base import Event, EventType, ObjectList
@@ -444,6 +444,13 @@ class RestClient:
             headers={"Accept": JSON},
             timeout=self._timeout,
         )
+
+    async def bind(self, body: Mapping[str, Any]) -> None:
+        """POST a v1 Binding to its Pod's `binding` subresource (`store.bind_pod`)."""
+        meta = body.get("metadata") or {}
+        namespace = str(meta.get("namespace") or DEFAULT_NAMESPACE)
+        pods = Resource("Pod", "v1", "pods", True)
+        await self._call("POST", pods.item(str(meta.get("name") or ""), namespace) + "/binding", body=dict(body))
 
     async def _authorized(self, headers: dict[str, str]) -> tuple[str, bool] | None:
         """Put the `Authorization` header into `headers`; what was sent (for `_retry_401`)."""

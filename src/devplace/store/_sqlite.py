@@ -18,6 +18,12 @@ spec's JSON text with the stored one, decoding the old spec only when the texts 
 another key order). Files written before these columns existed get them, filled from the bodies, when first opened;
 processes of that earlier version must not write to the file afterwards (the triggers make their writes fail).
 
+Versions: the file's `PRAGMA user_version` is its layout's version (`SCHEMA_VERSION`; 0 is every file from before
+versions). Opening runs, in the opening transaction, each forward step from the file's version to the code's
+(`_MIGRATIONS`), so a file is either wholly migrated or untouched; a file whose version is newer than the code's is
+refused (`Refused`, naming both versions) before anything is written. A step never rewrites a body: objects keep
+their bytes. `devplace store backup` copies a file with SQLite's online backup API (`devplace.store._backups`).
+
 Pages (`list_page`): one transaction steps through the rows after the page's first key, in key order (the primary
 key's), and stops as soon as the page is cut, then counts the rows left; the bodies go out as they are stored.
 
@@ -185,6 +191,23 @@ def _is_busy(e: sqlite3.Error) -> bool:
     return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The layout version a store file says it has (`PRAGMA user_version`; 0 for a file from before versions)."""
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    return version
+
+
+def _to_version_1(conn: sqlite3.Connection) -> None:
+    """0 -> 1: files from before versions may lack the identity columns and the event sizes; version 1 has both."""
+    _add_identity_columns(conn)
+    _add_event_sizes(conn)
+
+
+SCHEMA_VERSION = 1
+"""The layout this code writes, kept in the file's `PRAGMA user_version` (see the module docstring, Versions)."""
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _to_version_1}  # N: the step from N-1 to N
+
+
 def _prepare(conn: sqlite3.Connection, path: str, synchronous: str, busy_timeout: float) -> int:
     """Switch `conn` to WAL and create the schema; the compacted revision.
 
@@ -202,10 +225,19 @@ def _prepare(conn: sqlite3.Connection, path: str, synchronous: str, busy_timeout
             conn.execute(f"PRAGMA synchronous={synchronous}")
             conn.execute("PRAGMA secure_delete=FAST")
             conn.execute("BEGIN IMMEDIATE")
+            found = schema_version(conn)
+            if found > SCHEMA_VERSION:
+                conn.execute("ROLLBACK")
+                raise errors.Refused(
+                    f"sqlite store {path} has schema version {found}, newer than this devplace's {SCHEMA_VERSION}:"
+                    " run the devplace that wrote it, or restore a backup taken before the upgrade"
+                )
             for statement in _SCHEMA:
                 conn.execute(statement)
-            _add_identity_columns(conn)
-            _add_event_sizes(conn)
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                _MIGRATIONS[version](conn)
+            if found != SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
             compacted: int = conn.execute(_COMPACTED).fetchone()[0]
             return compacted
@@ -404,6 +436,19 @@ class SqliteStore:
 
     async def compact(self, revision: int) -> None:
         self._compacted_hint = await self._run(_compact, revision)
+
+    async def load(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create `obj` as it is, its uid, creationTimestamp, generation and every other field kept; only its
+        resourceVersion is this store's next revision (`devplace store import`). `AlreadyExists` as `create`."""
+        kind, namespace, name = base.key_fields(obj)
+        written = await self._run(_load, Key(kind, namespace, name), obj, self._max_object_bytes)
+        result: dict[str, Any] = orjson.loads(written.body)
+        return result
+
+    async def dump(self) -> tuple[int, list[dict[str, Any]]]:
+        """Every object of every kind, in (kind, namespace, name) order, and the revision, in one snapshot."""
+        revision, rows = await self._run(_dump)
+        return revision, [_decode(row[0]) for row in rows]
 
     def _committed(self, written: _Written) -> None:
         """Right after a local commit, with the connection still ours: offer it, compact when history is long."""
@@ -610,6 +655,38 @@ def _create(
         raise errors.AlreadyExists(f"{Key(kind, namespace, name)} already exists") from e
     cur.execute("COMMIT")
     return _Written(revision, "ADDED", stamped, body, len(encoded))
+
+
+def _load(cur: sqlite3.Cursor, key: Key, obj: Mapping[str, Any], limit: int) -> _Written:
+    cur.execute("BEGIN IMMEDIATE")
+    revision = cur.execute(_HEAD).fetchone()[0] + 1
+    meta = dict(obj.get("metadata") or {})
+    meta["resourceVersion"] = str(revision)
+    loaded = {**obj, "metadata": meta}
+    spec = obj.get("spec")
+    spec_json = None if spec is None else base.encode_json(spec).decode()
+    encoded = base.encode_json(loaded)
+    base.check_object_size(key, len(encoded), limit)
+    body = encoded.decode()
+    row = (key.kind, key.namespace, key.name, revision, body, meta.get("uid"), meta.get("creationTimestamp"))
+    try:
+        cur.execute(
+            "INSERT INTO objects (kind, namespace, name, revision, body, uid, created, generation, spec)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*row, _generation_of(meta), spec_json),
+        )
+    except sqlite3.IntegrityError as e:
+        raise errors.AlreadyExists(f"{key} already exists") from e
+    cur.execute("COMMIT")
+    return _Written(revision, "ADDED", loaded, body, len(encoded))
+
+
+def _dump(cur: sqlite3.Cursor) -> tuple[int, list[tuple[str]]]:
+    cur.execute("BEGIN")
+    revision: int = cur.execute(_HEAD).fetchone()[0]
+    rows: list[tuple[str]] = cur.execute("SELECT body FROM objects ORDER BY kind, namespace, name").fetchall()
+    cur.execute("COMMIT")
+    return revision, rows
 
 
 def _update(

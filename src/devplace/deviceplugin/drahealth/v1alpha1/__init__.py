@@ -1,0 +1,1 @@
+"""Generated gRPC stubs (see tools/protos.py); do not edit."""

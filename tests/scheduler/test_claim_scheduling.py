@@ -1,0 +1,447 @@
+"""Pods with ResourceClaims through the scheduler's shell and the claim lifecycle (`controller.claims`), on a real
+MemoryStore with a FakeClock: seed 003's example through DRA (GPUs of 16G, 24G, 32Gi and 80G, a DeviceClass compiled
+from the seed's class), kube-scheduler's commit order, shared claims, slots in devplace's Instances, and a claim freed
+when its pod goes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from devplace import errors
+from devplace.api import compile_class, instance_device, normalize
+from devplace.api._selectors import DeviceSelector, Requirement
+from devplace.clocks import FakeClock
+from devplace.controller._claims import ClaimLifecycle, claim_name_for
+from devplace.scheduler._schedulers import Scheduler
+from devplace.store import DelegatingStore, MemoryStore, Store
+
+HIGH = "nvidia.high.mem"
+
+
+def gpu_instance(name: str, node: str, memory: str, capacity: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "devplace.io/v1alpha1",
+        "kind": "Instance",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "configurationName": "gpus",
+            "capacity": capacity,
+            "shared": False,
+            "nodes": [node],
+            "deviceUsage": {f"{name}-{i}": "" for i in range(capacity)},
+            "brokerProperties": {"memory": memory},
+        },
+    }
+
+
+CONFIGURATION = {
+    "apiVersion": "devplace.io/v1alpha1",
+    "kind": "Configuration",
+    "metadata": {"name": "gpus", "namespace": "default"},
+    "spec": {"discoveryHandler": {"name": "udev"}, "deviceKind": "nvidia-gpu", "capacity": 1},
+}
+
+
+def slice_for(node: str, instances: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the agent publishes for a node's local Instances (the device mapping, plus the `instance` attribute)."""
+    devices = []
+    for inst in instances:
+        device = instance_device(inst, CONFIGURATION).to_wire()
+        device["attributes"]["instance"] = {"string": inst["metadata"]["name"]}
+        devices.append(device)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-devplace.io"},
+        "spec": {
+            "driver": "devplace.io",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def node(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+    }
+
+
+TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "one-big-gpu", "namespace": "default"},
+    "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": HIGH}}]}}},
+}
+
+
+def claim(name: str, count: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": HIGH, "count": count}}]}},
+    }
+
+
+def pod(name: str, *, template: str | None = None, claim_name: str | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": "gpu"}
+    if template is not None:
+        entry["resourceClaimTemplateName"] = template
+    if claim_name is not None:
+        entry["resourceClaimName"] = claim_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "main", "image": "app", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [entry],
+        },
+    }
+
+
+SELECTOR = DeviceSelector([[Requirement("Kind", "In", ("nvidia-gpu",)), Requirement("memory", "GtEq", ("30G",))]])
+
+GPUS = {  # seed 003's GPUs: one per node
+    "gpu-16g": ("node-a", "16G"),
+    "gpu-24g": ("node-b", "24G"),
+    "gpu-32gi": ("node-c", "32Gi"),
+    "gpu-80g": ("node-d", "80G"),
+}
+
+
+async def seed_gpus(store: Store) -> None:
+    """Seed 003's GPUs, one per node, each an Instance published in its node's slice, and the class's DeviceClass."""
+    await store.create(normalize(CONFIGURATION))
+    for name, (where, memory) in GPUS.items():
+        await store.create(node(where))
+        inst = gpu_instance(name, where, memory)
+        await store.create(inst)
+        await store.create(slice_for(where, [inst]))
+    await store.create(compile_class(HIGH, SELECTOR))
+
+
+@pytest.fixture
+async def store(clock: FakeClock) -> AsyncIterator[MemoryStore]:
+    s = MemoryStore(clock=clock)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def cluster(store: MemoryStore, clock: FakeClock) -> AsyncIterator[tuple[Scheduler, ClaimLifecycle]]:
+    await seed_gpus(store)
+    await store.create(TEMPLATE)
+    scheduler = Scheduler(store, clock)
+    lifecycle = ClaimLifecycle(store, clock)
+    await scheduler.start()
+    lifecycle.start()
+    try:
+        yield scheduler, lifecycle
+    finally:
+        await scheduler.stop()
+        await lifecycle.stop()
+
+
+async def settle(store: Store, *parts: Any) -> None:
+    async with asyncio.timeout(30):  # a safety net against a hang, not a timing assertion
+        while True:
+            if all(p.is_idle() for p in parts):
+                revision = await store.revision()
+                for _ in range(50):
+                    await asyncio.sleep(0)
+                if all(p.is_idle() for p in parts) and await store.revision() == revision:
+                    return
+            else:
+                await asyncio.sleep(0)
+
+
+def scheduled(p: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in (p.get("status") or {}).get("conditions") or () if c["type"] == "PodScheduled"), None)
+
+
+async def test_seed_003_through_dra_binds_two_pods_to_the_big_gpus_and_the_third_waits_until_one_goes(
+    store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
+) -> None:
+    scheduler, lifecycle = cluster
+    for name in ("train-1", "train-2", "train-3"):
+        await store.create(pod(name, template="one-big-gpu"))
+        await settle(store, scheduler, lifecycle)  # one after another: the third is the one left out
+    pods = {p["metadata"]["name"]: p for p in (await store.list("Pod", "default")).items}
+    assert {n: p["spec"].get("nodeName") for n, p in pods.items()} == {
+        "train-1": "node-c",
+        "train-2": "node-d",
+        "train-3": None,
+    }
+    claims = {c["metadata"]["name"]: c for c in (await store.list("ResourceClaim", "default")).items}
+    first = claims[claim_name_for(pods["train-1"], "gpu")]
+    assert first["metadata"]["ownerReferences"][0]["uid"] == pods["train-1"]["metadata"]["uid"]
+    assert first["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    result = first["status"]["allocation"]["devices"]["results"]
+    assert [(r["request"], r["driver"], r["pool"], r["device"]) for r in result] == [
+        ("gpu", "devplace.io", "node-c", "gpu-32gi")
+    ]
+    assert first["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "train-1", "uid": pods["train-1"]["metadata"]["uid"]}
+    ]
+    assert pods["train-1"]["status"]["resourceClaimStatuses"] == [
+        {"name": "gpu", "resourceClaimName": first["metadata"]["name"]}
+    ]
+    # the devices' slots in devplace's Instances are held for the claims: the device plugins see them taken
+    usage = {i["metadata"]["name"]: i["spec"]["deviceUsage"] for i in (await store.list("Instance")).items}
+    assert usage["gpu-32gi"] == {"gpu-32gi-0": f"D:default/{first['metadata']['name']}:node-c"}
+    assert usage["gpu-16g"] == {"gpu-16g-0": ""}
+    waiting = scheduled(pods["train-3"])
+    assert waiting is not None
+    assert waiting["status"] == "False"
+    claim3 = claim_name_for(pods["train-3"], "gpu")
+    assert waiting["message"] == (
+        f"0/4 nodes are available: 2 claim default/{claim3}, request gpu: 1 devices needed, 1 match and 0 of them "
+        f"can be had, 2 claim default/{claim3}, request gpu: no device on the node matches class nvidia.high.mem and "
+        "the request."
+    )
+    # a delete frees a device for the third pod: the claim goes with its pod, the slot is free, the pod is bound
+    await store.delete("Pod", "train-1", "default")
+    await settle(store, scheduler, lifecycle)
+    third = await store.get("Pod", "train-3", "default")
+    assert third["spec"]["nodeName"] == "node-c"
+    names = {c["metadata"]["name"] for c in (await store.list("ResourceClaim", "default")).items}
+    assert first["metadata"]["name"] not in names
+    gpu = await store.get("Instance", "gpu-32gi", "default")
+    assert gpu["spec"]["deviceUsage"] == {"gpu-32gi-0": f"D:default/{claim_name_for(third, 'gpu')}:node-c"}
+
+
+async def test_a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both(
+    store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
+) -> None:
+    scheduler, lifecycle = cluster
+    await store.create(claim("shared"))
+    await store.create(pod("reader-1", claim_name="shared"))
+    await store.create(pod("reader-2", claim_name="shared"))
+    await settle(store, scheduler, lifecycle)
+    pods = {p["metadata"]["name"]: p for p in (await store.list("Pod", "default")).items}
+    shared = await store.get("ResourceClaim", "shared", "default")
+    device = shared["status"]["allocation"]["devices"]["results"][0]["device"]
+    where = GPUS[device][0]
+    assert pods["reader-1"]["spec"]["nodeName"] == pods["reader-2"]["spec"]["nodeName"] == where
+    assert sorted(e["name"] for e in shared["status"]["reservedFor"]) == ["reader-1", "reader-2"]
+    # one pod goes: the claim stays allocated for the other; both go: it is deallocated and its slot freed
+    await store.delete("Pod", "reader-1", "default")
+    await settle(store, scheduler, lifecycle)
+    shared = await store.get("ResourceClaim", "shared", "default")
+    assert [e["name"] for e in shared["status"]["reservedFor"]] == ["reader-2"]
+    await store.delete("Pod", "reader-2", "default")
+    await settle(store, scheduler, lifecycle)
+    shared = await store.get("ResourceClaim", "shared", "default")
+    assert "allocation" not in shared.get("status", {})
+    assert "finalizers" not in shared["metadata"]
+    inst = await store.get("Instance", device, "default")
+    assert set(inst["spec"]["deviceUsage"].values()) == {""}
+
+
+async def test_a_claim_no_node_can_serve_leaves_the_pod_pending_with_a_reason_per_node(
+    store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
+) -> None:
+    scheduler, lifecycle = cluster
+    await store.create(claim("three", count=3))
+    await store.create(pod("greedy", claim_name="three"))
+    await settle(store, scheduler, lifecycle)
+    greedy = await store.get("Pod", "greedy", "default")
+    assert "nodeName" not in greedy["spec"]
+    condition = scheduled(greedy)
+    assert condition is not None
+    assert condition["reason"] == "Unschedulable"
+    verdicts = scheduler.explain("default/greedy")
+    assert [v.node for v in verdicts] == ["node-a", "node-b", "node-c", "node-d"]
+    assert all(v.reason for v in verdicts)
+    assert (await store.get("ResourceClaim", "three", "default")).get("status") is None
+
+
+async def test_a_pod_whose_claim_does_not_exist_waits_and_says_so(
+    store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
+) -> None:
+    scheduler, lifecycle = cluster
+    await store.create(pod("early", claim_name="later"))
+    await settle(store, scheduler, lifecycle)
+    condition = scheduled(await store.get("Pod", "early", "default"))
+    assert condition is not None
+    assert condition["message"] == 'resourceclaim "later" not found'
+    await store.create(claim("later"))
+    await settle(store, scheduler, lifecycle)
+    assert (await store.get("Pod", "early", "default"))["spec"]["nodeName"] in ("node-c", "node-d")
+
+
+async def test_a_pod_bound_elsewhere_meanwhile_is_answered_409_and_keeps_its_node(store: MemoryStore) -> None:
+    from devplace.api import binding
+    from devplace.store import bind_pod
+
+    clock = FakeClock()
+    await store.create(node("node-a"))
+    await store.create(pod("p", claim_name="x"))
+    await bind_pod(store, binding("default", "p", "node-a"), clock=clock)
+    with pytest.raises(errors.Conflict, match='already assigned to node "node-a"'):
+        await bind_pod(store, binding("default", "p", "node-b"), clock=clock)
+    bound = await store.get("Pod", "p", "default")
+    assert bound["spec"]["nodeName"] == "node-a"
+    assert scheduled(bound) == {
+        "type": "PodScheduled",
+        "status": "True",
+        "lastTransitionTime": scheduled(bound)["lastTransitionTime"],
+    }  # type: ignore[index]
+
+
+class FailingBinds(DelegatingStore):
+    """The store, but the first `failures` bindings (a Pod update that sets spec.nodeName) fail as a store outage."""
+
+    def __init__(self, inner: Store, failures: int) -> None:
+        super().__init__(inner)
+        self.failures = failures
+
+    async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        if obj.get("kind") == "Pod" and (obj.get("spec") or {}).get("nodeName") and self.failures > 0:
+            current = await self.inner.get("Pod", obj["metadata"]["name"], obj["metadata"]["namespace"])
+            if not current["spec"].get("nodeName"):
+                self.failures -= 1
+                raise errors.Unavailable("the store went away mid-binding")
+        return await self.inner.update(obj)
+
+
+async def test_a_binding_that_fails_after_the_claim_was_allocated_binds_later_on_the_claims_node(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    await seed_gpus(store)
+    await store.create(claim("mine"))
+    failing = FailingBinds(store, failures=1)
+    scheduler = Scheduler(failing, clock, retry_after=5.0)
+    lifecycle = ClaimLifecycle(store, clock)
+    await scheduler.start()
+    lifecycle.start()
+    try:
+        await store.create(pod("worker", claim_name="mine"))
+        await settle(store, scheduler, lifecycle)
+        assert failing.failures == 0  # the first binding failed after the claim was allocated and reserved
+        allocated = await store.get("ResourceClaim", "mine", "default")
+        [result] = allocated["status"]["allocation"]["devices"]["results"]
+        assert [e["name"] for e in allocated["status"]["reservedFor"]] == ["worker"]
+        # the retry uses the claim as it is: the pod goes to the allocated device's node, nothing allocated anew
+        await clock.advance(5.0)
+        await settle(store, scheduler, lifecycle)
+        worker = await store.get("Pod", "worker", "default")
+        assert worker["spec"]["nodeName"] == GPUS[result["device"]][0]
+        assert (await store.get("ResourceClaim", "mine", "default"))["status"]["allocation"] == allocated["status"][
+            "allocation"
+        ]
+    finally:
+        await scheduler.stop()
+        await lifecycle.stop()
+
+
+async def test_a_pod_deleted_between_its_claims_allocation_and_its_binding_leaves_no_device_allocated(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    await seed_gpus(store)
+    await store.create(claim("mine"))
+    scheduler = Scheduler(FailingBinds(store, failures=1), clock, retry_after=5.0)
+    lifecycle = ClaimLifecycle(store, clock)
+    await scheduler.start()
+    lifecycle.start()
+    try:
+        await store.create(pod("worker", claim_name="mine"))
+        await settle(store, scheduler, lifecycle)
+        device = (await store.get("ResourceClaim", "mine", "default"))["status"]["allocation"]["devices"]["results"][0]
+        await store.delete("Pod", "worker", "default")
+        await clock.advance(5.0)
+        await settle(store, scheduler, lifecycle)
+        mine = await store.get("ResourceClaim", "mine", "default")
+        assert "allocation" not in mine.get("status", {})
+        assert "reservedFor" not in mine.get("status", {})
+        usage = (await store.get("Instance", device["device"], "default"))["spec"]["deviceUsage"]
+        assert set(usage.values()) == {""}
+    finally:
+        await scheduler.stop()
+        await lifecycle.stop()
+
+
+# -- one truth: slots held through the device plugins are not given again through DRA ---------------------------------
+
+
+def two_slot_slice(consumable: bool) -> dict[str, Any]:
+    """Instance `cam` (capacity 2) as the agent publishes it: one shared device of 2 `slots`, or two devices."""
+    if consumable:
+        devices = [
+            {
+                "name": "cam",
+                "attributes": {"instance": {"string": "cam"}},
+                "allowMultipleAllocations": True,
+                "capacity": {
+                    "slots": {"value": "2", "requestPolicy": {"default": "1", "validRange": {"min": "1", "max": "2"}}}
+                },
+            }
+        ]
+    else:
+        devices = [
+            {"name": f"cam-{i}", "attributes": {"instance": {"string": "cam"}, "slot": {"int": i}}} for i in range(2)
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "node-a-devplace.io"},
+        "spec": {
+            "driver": "devplace.io",
+            "nodeName": "node-a",
+            "pool": {"name": "node-a", "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+@pytest.mark.parametrize("consumable", [False, True])
+async def test_a_slot_held_through_the_device_plugin_is_never_allocated_again_through_dra(
+    store: MemoryStore, clock: FakeClock, consumable: bool
+) -> None:
+    await store.create(normalize(CONFIGURATION))
+    await store.create(node("node-a"))
+    cam = gpu_instance("cam", "node-a", "1G", capacity=2)
+    cam["spec"]["deviceUsage"] = {"cam-0": "node-a", "cam-1": ""}  # slot 0: the node's Instance-level plugin
+    await store.create(cam)
+    await store.create(two_slot_slice(consumable))
+    await store.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "cams"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "devplace.io"'}}]},
+        }
+    )
+    scheduler = Scheduler(store, clock)
+    await scheduler.start()
+    try:
+        for name in ("one", "two"):
+            await store.create(
+                {
+                    **claim(name),
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "cams"}}]}},
+                }
+            )
+            await store.create(pod(f"pod-{name}", claim_name=name))
+            await settle(store, scheduler)
+        usage = (await store.get("Instance", "cam", "default"))["spec"]["deviceUsage"]
+        assert usage == {"cam-0": "node-a", "cam-1": "D:default/one:node-a"}
+        assert (await store.get("Pod", "pod-one", "default"))["spec"]["nodeName"] == "node-a"
+        two = await store.get("Pod", "pod-two", "default")
+        assert "nodeName" not in two["spec"]
+        assert "allocation" not in ((await store.get("ResourceClaim", "two", "default")).get("status") or {})
+        condition = scheduled(two)
+        assert condition is not None
+        assert condition["reason"] == "Unschedulable"
+    finally:
+        await scheduler.stop()
