@@ -36,11 +36,14 @@ FACES: dict[str, list[str]] = {
         "Configuration",
         "Create",
         "DEFAULT_NAMESPACE",
+        "DEVICE_PATHS",
+        "DEVICE_PATHS_ANNOTATION",
         "DRA",
         "DRIVER",
         "Deployment",
         "DeviceClass",
         "DeviceInput",
+        "DevicePaths",
         "DeviceSelector",
         "DiscoveryProperty",
         "DraDevice",
@@ -99,6 +102,7 @@ FACES: dict[str, list[str]] = {
         "compile_selector",
         "decode_base64",
         "device_name",
+        "device_paths",
         "dns1123_label_problem",
         "dns1123_subdomain_problem",
         "dra_device",
@@ -411,7 +415,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 342
+    assert promised == 346
 
 
 def test_every_module_inside_a_package_is_private() -> None:

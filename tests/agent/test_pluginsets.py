@@ -94,3 +94,51 @@ async def test_a_plugin_waiting_to_retry_its_registration_keeps_the_agent_busy(
     await nodes.settle()
     assert nodes.kubelets["node-a"].registered(refused[0])
     assert agent.is_idle()
+
+
+# -- device paths (issue #26 item 2): a Configuration served through DRA only gets no device plugin ----------------
+
+
+def served_resources(agent: Any) -> list[str]:
+    return sorted(server.resource_name for server in agent.plugins.servers.values())
+
+
+async def annotate(nodes: Nodes, paths: str | None) -> None:
+    stored = await nodes.store.get("Configuration", "cams", "default")
+    annotations = {} if paths is None else {"devplace.io/device-paths": paths}
+    await nodes.store.update({**stored, "metadata": {**stored["metadata"], "annotations": annotations}})
+    await nodes.settle()
+
+
+async def test_a_configuration_served_through_dra_only_gets_no_plugin_and_a_change_starts_and_stops_them(
+    nodes: Nodes,
+) -> None:
+    agent = await nodes.add("node-a")
+    nodes.world.plug("cam-1", ["node-a"])
+    await nodes.store.create(configuration(capacity=1, annotations={"devplace.io/device-paths": "dra"}))
+    await nodes.settle()
+    instance = instances.instance_name("cams", "cam-1", "node-a", True)
+    assert [i["metadata"]["name"] for i in (await nodes.store.list("Instance")).items] == [instance]  # discovered
+    assert served_resources(agent) == []
+
+    await annotate(nodes, "device-plugins")
+    assert served_resources(agent) == [f"{PREFIX}/cams", f"{PREFIX}/{instance}"]
+    kubelet = nodes.kubelets["node-a"]
+    await eventually(lambda: kubelet.registered(f"{PREFIX}/{instance}"), "the IL plugin registered")
+
+    await annotate(nodes, "dra")
+    assert served_resources(agent) == []
+    # the plugins' sockets are gone: the kubelet drops their resources
+    assert sorted(p.name for p in kubelet.plugin_dir.glob("*.sock")) == ["kubelet.sock"]
+
+
+@pytest.mark.parametrize(("default", "annotation", "plugins"), [("dra", None, False), ("dra", "both", True)])
+async def test_the_agents_default_paths_hold_unless_the_configuration_says(
+    nodes: Nodes, default: str, annotation: str | None, plugins: bool
+) -> None:
+    agent = await nodes.add("node-a", device_paths=default)
+    nodes.world.plug("cam-1", ["node-a"])
+    annotations = None if annotation is None else {"devplace.io/device-paths": annotation}
+    await nodes.store.create(configuration(capacity=1, annotations=annotations))
+    await nodes.settle()
+    assert bool(served_resources(agent)) is plugins

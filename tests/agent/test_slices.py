@@ -4,10 +4,12 @@ change, never another node's slice."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from devplace import api, errors
@@ -46,8 +48,10 @@ class Cluster:
         self.stores.append(store)
         return store
 
-    async def agent(self, node: str, dra: bool | None = None) -> Agent:
-        config = AgentConfig(node=node, kubelet_dir=self.root / node, resource_prefix="devplace.io", dra=dra)
+    async def agent(self, node: str, dra: bool | None = None, **config_fields: Any) -> Agent:
+        config = AgentConfig(
+            node=node, kubelet_dir=self.root / node, resource_prefix="devplace.io", dra=dra, **config_fields
+        )
         agent = Agent(config, self.client(f"{node}-token"), builtin_registry(node, world=self.world), self.clock)
         await agent.start()
         self.agents[node] = agent
@@ -82,12 +86,12 @@ async def cluster(clock: FakeClock, sock_dir: Path) -> AsyncIterator[Cluster]:
 LOCAL = configuration("cams", capacity=2, details="shared: false", broker_properties={"site": "lab"})
 
 
-async def two_nodes(cluster: Cluster, dra: bool | None = None) -> None:
+async def two_nodes(cluster: Cluster, dra: bool | None = None, **config_fields: Any) -> None:
     await cluster.admin.create(LOCAL)
     cluster.world.plug("cam-1", ["node-a"], {"ip": "10.0.0.1"})
     cluster.world.plug("cam-2", ["node-b"], {"ip": "10.0.0.2"})
-    await cluster.agent("node-a", dra)
-    await cluster.agent("node-b", dra)
+    await cluster.agent("node-a", dra, **config_fields)
+    await cluster.agent("node-b", dra, **config_fields)
     await cluster.settle()
 
 
@@ -177,3 +181,72 @@ async def test_a_slice_deleted_behind_the_agents_back_comes_back(cluster: Cluste
     await cluster.admin.delete("ResourceSlice", "node-a-devplace.io-0")
     await cluster.settle()
     assert sorted(await cluster.slices()) == ["node-a-devplace.io-0", "node-b-devplace.io-0"]
+
+
+# -- device paths (issue #26 item 2): a Configuration served through device plugins only is in no slice ------------
+
+
+async def annotate(cluster: Cluster, paths: str | None) -> None:
+    """Set (None: remove) the cams Configuration's device-paths annotation, by CAS as every write."""
+    stored = await cluster.admin.get("Configuration", "cams", "default")
+    annotations = dict(stored["metadata"].get("annotations") or {})
+    annotations.pop(api.DEVICE_PATHS_ANNOTATION, None)
+    if paths is not None:
+        annotations[api.DEVICE_PATHS_ANNOTATION] = paths
+    await cluster.admin.update({**stored, "metadata": {**stored["metadata"], "annotations": annotations}})
+    await cluster.settle()
+
+
+async def test_an_annotation_for_device_plugins_only_empties_the_slices_and_one_for_dra_brings_them_back(
+    cluster: Cluster,
+) -> None:
+    await two_nodes(cluster)  # the agents' default: both
+    before = await cluster.slices()
+    assert sorted(before) == ["node-a-devplace.io-0", "node-b-devplace.io-0"]
+
+    await annotate(cluster, "device-plugins")
+    assert await cluster.slices() == {}  # nothing allocates the cams through DRA
+
+    await annotate(cluster, "dra")
+    after = await cluster.slices()
+    assert sorted(after) == sorted(before)
+    for name, item in after.items():
+        assert item["spec"]["devices"] == before[name]["spec"]["devices"]
+
+
+async def test_the_agents_default_paths_hold_for_a_configuration_without_the_annotation_which_overrides_them(
+    cluster: Cluster,
+) -> None:
+    await two_nodes(cluster, device_paths="device-plugins")
+    assert await cluster.slices() == {}
+    await annotate(cluster, "both")
+    assert sorted(await cluster.slices()) == ["node-a-devplace.io-0", "node-b-devplace.io-0"]
+    await annotate(cluster, None)
+    assert await cluster.slices() == {}
+
+
+async def test_a_device_paths_annotation_that_names_no_path_is_refused_at_apply_with_a_422_and_changes_nothing(
+    cluster: Cluster,
+) -> None:
+    await two_nodes(cluster)
+    stored = await cluster.admin.get("Configuration", "cams", "default")
+    bad = {
+        **LOCAL,
+        "metadata": {**LOCAL["metadata"], "name": "cams2", "annotations": {api.DEVICE_PATHS_ANNOTATION: "DRA"}},
+    }
+    collection = "/apis/devplace.io/v1alpha1/namespaces/default/configurations"
+    async with httpx2.AsyncClient(base_url=cluster.url, headers={"Authorization": "Bearer admin-token"}) as http:
+        created = await http.post(collection, json=bad)
+        patched = await http.patch(
+            f"{collection}/cams",
+            content=json.dumps({"metadata": {"annotations": {api.DEVICE_PATHS_ANNOTATION: "classic"}}}),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+    for refused, value in ((created, "DRA"), (patched, "classic")):
+        assert refused.status_code == 422, refused.text
+        [cause] = refused.json()["details"]["causes"]
+        assert cause["field"] == 'metadata.annotations["devplace.io/device-paths"]'
+        assert cause["message"] == f"{value!r} is not one of device-plugins, dra, both"
+    assert await cluster.admin.get("Configuration", "cams", "default") == stored
+    with pytest.raises(errors.NotFound):
+        await cluster.admin.get("Configuration", "cams2", "default")

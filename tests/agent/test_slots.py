@@ -655,7 +655,7 @@ def test_repair_never_turns_a_dra_holder_into_a_device_plugin_hold(wire: dict[st
 @pytest.mark.parametrize(
     ("wire", "wanted", "count", "granted", "new"),
     [
-        ({"0": "", "1": ""}, [], 1, ["0"], ["0"]),  # any slot: the lowest free
+        ({"0": "", "1": ""}, [], 1, ["1"], ["1"]),  # any slot: the highest free (the device plugins go lowest first)
         ({"0": "D:default/gpu-claim:node-a", "1": ""}, [], 1, ["0"], []),  # already held (scheduler, retry)
         ({"0": "node-b", "1": ""}, [], 1, ["1"], ["1"]),
         ({"0": "", "1": ""}, ["1"], 0, ["1"], ["1"]),  # N-devices form: slot 1 by name

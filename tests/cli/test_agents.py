@@ -215,3 +215,31 @@ async def test_an_agent_with_no_opcua_has_no_opcua_handler(sock_dir: Path, tmp_p
     reasons, urls, log = await _agent_outcome_for_an_opcua_configuration(sock_dir, tmp_path, nobody, "--no-opcua")
     assert (reasons, urls) == (["DiscoveryHandlerNotFound"], [])
     assert "opcua off" in log
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"), [([], "both"), (["--device-paths", "device-plugins"], "device-plugins")]
+)
+def test_the_agents_device_paths_default_to_both_and_the_flag_chooses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: str
+) -> None:
+    from devplace.agent import Agent
+
+    seen: list[str] = []
+
+    async def start(self: Agent) -> None:  # what the agent was configured with, then a clean stop
+        seen.append(self.config.device_paths)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(Agent, "start", start)
+    args = ["agent", "--node", "node-a", "--store", f"sqlite:///{tmp_path}/x.db", "--kubelet-dir", str(tmp_path)]
+    CliRunner().invoke(app, [*args, *flags])
+    assert seen == [expected]
+
+
+def test_a_device_paths_flag_that_names_no_path_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    args = ["agent", "--node", "node-a", "--store", f"sqlite:///{tmp_path}/x.db", "--kubelet-dir", str(tmp_path)]
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, [*args, "--device-paths", "classic"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--device-paths'" in result.stderr
+    assert "'classic' is not one of 'device-plugins', 'dra', 'both'" in result.stderr

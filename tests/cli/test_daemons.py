@@ -323,3 +323,23 @@ def test_the_agent_fails_at_once_on_a_misconfigured_store(tmp_path: Path, store:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1].startswith(message.format(tmp=tmp_path)), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"), [([], "both"), (["--device-paths", "device-plugins"], "device-plugins")]
+)
+def test_the_controllers_device_paths_default_to_both_and_the_flag_chooses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: str
+) -> None:
+    from devplace.controller import Controller
+
+    seen: list[str] = []
+
+    def start(self: Controller) -> None:  # the shared slices' default paths, then a fatal failure ends the daemon
+        seen.append(self.slices.paths)
+        fail_after_start(lambda p: p.supervisor)(self)
+
+    monkeypatch.setattr(Controller, "start", start)
+    result = CliRunner().invoke(app, ["controller", "--store", f"sqlite:///{tmp_path}/x.db", *flags])
+    assert result.exit_code == 1
+    assert seen == [expected]

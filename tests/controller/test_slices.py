@@ -9,11 +9,18 @@ from typing import Any
 import pytest
 
 from devplace.agent._instances import OFFLINE_SINCE
-from devplace.api import PUBLISHER_LABEL, UNHEALTHY_TAINT, normalize, probe_slice, shared_pool
+from devplace.api import (
+    DEVICE_PATHS_ANNOTATION,
+    PUBLISHER_LABEL,
+    UNHEALTHY_TAINT,
+    normalize,
+    probe_slice,
+    shared_pool,
+)
 from devplace.clocks import FakeClock
 from devplace.controller import Controller
 from devplace.store import MemoryStore, Store
-from tests.controller.samples import instance
+from tests.controller.samples import configuration, instance
 from tests.controller.test_controllers import settle
 
 
@@ -147,3 +154,45 @@ async def test_a_slice_with_the_controllers_label_that_no_shared_pool_names_is_d
     await store.create(leftover)
     await settle(controller)
     assert devices_by_pool(await slices(store)) == {AB.pool: ["cam-1", "cam-2"], A.pool: ["cam-3"]}
+
+
+# -- device paths (issue #26 item 2): a Configuration served through device plugins only is in no slice ------------
+
+
+def annotated(paths: str | None, name: str = "akri-onvif") -> dict[str, Any]:
+    body = configuration(name)
+    if paths is not None:
+        body["metadata"]["annotations"] = {DEVICE_PATHS_ANNOTATION: paths}
+    return normalize(body)
+
+
+async def test_a_configuration_for_device_plugins_only_has_no_shared_device_in_a_slice_and_a_change_converges(
+    store: Store, controller: Controller
+) -> None:
+    await three(store, controller)
+    before = await slices(store)
+    assert devices_by_pool(before) == {AB.pool: ["cam-1", "cam-2"], A.pool: ["cam-3"]}  # the default: both
+
+    await store.create(annotated("device-plugins"))
+    await settle(controller)
+    assert await slices(store) == {}  # the pools went: nothing allocates the cams through DRA
+
+    stored = await store.get("Configuration", "akri-onvif", "default")
+    stored["metadata"]["annotations"] = {DEVICE_PATHS_ANNOTATION: "dra"}
+    await store.update(stored)
+    await settle(controller)
+    assert devices_by_pool(await slices(store)) == {AB.pool: ["cam-1", "cam-2"], A.pool: ["cam-3"]}
+
+
+async def test_the_controllers_default_paths_hold_unless_the_configuration_says(store: Store, clock: FakeClock) -> None:
+    c = Controller(store, clock, dra_slices=None, device_paths="device-plugins")
+    c.start()
+    try:
+        await store.create(annotated(None))
+        await store.create(annotated("dra", "screens"))
+        await store.create(normalize(instance("cam-1", ["node-a", "node-b"])))
+        await store.create(normalize(instance("screen-1", ["node-a", "node-b"], configuration="screens")))
+        await settle(c)
+        assert devices_by_pool(await slices(store)) == {AB.pool: ["screen-1"]}
+    finally:
+        await c.stop()

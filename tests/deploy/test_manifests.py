@@ -239,3 +239,15 @@ def test_each_long_running_part_is_probed_on_its_metrics_endpoint(kind, name):
         param.envvar for param in command.params if isinstance(param.envvar, str)
     }
     assert {"DEVPLACE_METRICS_PORT", "DEVPLACE_METRICS_ADDRESS"} <= variables  # the command reads them
+
+
+@pytest.mark.parametrize(("kind", "name"), [("DaemonSet", "devplace-agent"), ("Deployment", "devplace-controller")])
+def test_on_a_real_cluster_the_agent_and_controller_serve_configurations_through_device_plugins_by_default(kind, name):
+    # kube-scheduler cannot see device-plugin slots: one path per Configuration, the classic one unless annotated
+    [container] = pod_spec(kind, name)["containers"]
+    args = container["args"]
+    assert args[args.index("--device-paths") + 1] == "device-plugins"
+    command = _command(cli_app, args)
+    assert "--device-paths" in {opt for param in command.params for opt in getattr(param, "opts", [])}
+    header = (DEPLOY / f"{name.removeprefix('devplace-')}.yaml").read_text()
+    assert "devplace.io/device-paths=dra" in header  # how to switch a Configuration to DRA

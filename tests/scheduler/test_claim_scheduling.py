@@ -445,3 +445,87 @@ async def test_a_slot_held_through_the_device_plugin_is_never_allocated_again_th
         assert condition["reason"] == "Unschedulable"
     finally:
         await scheduler.stop()
+
+
+# -- extended resources backed by a DeviceClass (DRAExtendedResource) --------------------------------------------------
+
+
+async def test_an_extended_resource_a_device_class_serves_is_allocated_as_a_claim_made_for_the_pod(
+    store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
+) -> None:
+    scheduler, lifecycle = cluster
+    big = compile_class("big-gpu", SELECTOR)
+    big["spec"]["extendedResourceName"] = "example.com/gpu"
+    await store.create(big)
+    wire = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "legacy", "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "app", "resources": {"limits": {"example.com/gpu": "2"}}}]},
+    }
+    await store.create(wire)
+    await settle(store, scheduler, lifecycle)
+    # no node offers example.com/gpu and no node has two big GPUs: pending, with the allocator's reason
+    legacy = await store.get("Pod", "legacy", "default")
+    assert "nodeName" not in legacy["spec"]
+    condition = scheduled(legacy)
+    assert condition is not None
+    assert condition["message"].startswith("0/4 nodes are available: ")
+    assert "request container-0-request-0" in condition["message"]
+    await store.delete("Pod", "legacy", "default")
+    wire["metadata"]["name"] = "legacy-one"
+    wire["spec"]["containers"][0]["resources"] = {"requests": {"example.com/gpu": "1"}}
+    await store.create(wire)
+    await settle(store, scheduler, lifecycle)
+    pod_one = await store.get("Pod", "legacy-one", "default")
+    assert pod_one["spec"]["nodeName"] in ("node-c", "node-d")
+    status = pod_one["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [
+        {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}
+    ]
+    made = await store.get("ResourceClaim", status["resourceClaimName"], "default")
+    assert made["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    assert made["metadata"]["ownerReferences"][0]["uid"] == pod_one["metadata"]["uid"]
+    assert made["spec"]["devices"]["requests"] == [
+        {
+            "name": "container-0-request-0",
+            "exactly": {"deviceClassName": "big-gpu", "allocationMode": "ExactCount", "count": 1},
+        }
+    ]
+    [result] = made["status"]["allocation"]["devices"]["results"]
+    assert GPUS[result["device"]][0] == pod_one["spec"]["nodeName"]
+    assert [e["name"] for e in made["status"]["reservedFor"]] == ["legacy-one"]
+    # the pod goes: its claim goes with it and the device is free again
+    await store.delete("Pod", "legacy-one", "default")
+    await settle(store, scheduler, lifecycle)
+    names = {c["metadata"]["name"] for c in (await store.list("ResourceClaim", "default")).items}
+    assert status["resourceClaimName"] not in names
+    assert set((await store.get("Instance", result["device"], "default"))["spec"]["deviceUsage"].values()) == {""}
+
+
+async def test_an_extended_resource_a_node_offers_goes_through_its_device_plugin_without_a_claim(
+    store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
+) -> None:
+    scheduler, lifecycle = cluster
+    big = compile_class("big-gpu", SELECTOR)
+    big["spec"]["extendedResourceName"] = "example.com/gpu"
+    await store.create(big)
+    offered = await store.get("Node", "node-a")
+    offered["status"]["allocatable"]["example.com/gpu"] = "1"
+    await store.update(offered)
+    await store.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "plugin", "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "main", "image": "app", "resources": {"requests": {"example.com/gpu": "1"}}}],
+                "nodeSelector": {"kubernetes.io/hostname": "node-a"},
+            },
+        }
+    )
+    await settle(store, scheduler, lifecycle)
+    plugin = await store.get("Pod", "plugin", "default")
+    assert plugin["spec"]["nodeName"] == "node-a"  # node-a's GPU is 16G: only its device plugin serves the pod
+    assert "extendedResourceClaimStatus" not in plugin.get("status", {})
+    assert (await store.list("ResourceClaim", "default")).items == []

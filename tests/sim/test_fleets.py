@@ -452,3 +452,108 @@ async def test_the_scheduler_tells_why_a_pod_waits_and_where_it_was_bound_on_the
 def pending_message(pod: dict[str, Any]) -> str:
     [condition] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     return str(condition["message"])
+
+
+# -- device paths: one Configuration served by device plugins, DRA or both (issue #26 item 2) ----------------------
+
+PATHS_CAMS = {
+    "apiVersion": "devplace.io/v1alpha1",
+    "kind": "Configuration",
+    "metadata": {"name": "cams", "namespace": "default"},
+    "spec": {"discoveryHandler": {"name": "sim", "discoveryDetails": "{kind: cam, shared: false}"}, "capacity": 2},
+}
+PATHS_SCREENS = {
+    "apiVersion": "devplace.io/v1alpha1",
+    "kind": "Configuration",
+    "metadata": {"name": "screens", "namespace": "default"},
+    "spec": {"discoveryHandler": {"name": "sim", "discoveryDetails": "{kind: screen, shared: true}"}, "capacity": 1},
+}
+
+
+def with_paths(configuration: dict[str, Any], paths: str | None) -> dict[str, Any]:
+    annotations = {} if paths is None else {"devplace.io/device-paths": paths}
+    return {**configuration, "metadata": {**configuration["metadata"], "annotations": annotations}}
+
+
+async def served(fleet: Fleet) -> tuple[list[str], list[str]]:
+    """Which Configurations node-a's kubelet advertises resources of (through the IL and CL plugins), and which have a
+    device in a ResourceSlice (the agent's local pool, the controller's shared ones)."""
+    instances = {i["metadata"]["name"]: i["spec"]["configurationName"] for i in await fleet.list("Instance")}
+    advertised = set()
+    for resource in fleet.allocatable("node-a"):
+        name = resource.removeprefix("devplace.io/")
+        advertised.add(instances.get(name, name))
+    published = {
+        instances[d["attributes"]["instance"]["string"]]
+        for s in await fleet.list("ResourceSlice")
+        for d in s["spec"].get("devices") or []
+    }
+    return sorted(advertised), sorted(published)
+
+
+async def paths_fleet(fleet: Fleet, cams: str | None = None, screens: str | None = None) -> None:
+    fleet.add_node("node-a")
+    await fleet.apply([with_paths(PATHS_CAMS, cams), with_paths(PATHS_SCREENS, screens)])
+    fleet.plug("cam-1", ["node-a"], {"kind": "cam"})
+    fleet.plug("screen-1", ["node-a"], {"kind": "screen"})
+    await fleet.settle()
+
+
+async def test_by_default_a_fleet_serves_every_configuration_through_both_paths() -> None:
+    async with Fleet(dra=True) as fleet:
+        assert fleet.device_paths == "both"  # devplace's scheduler sees both paths' slots
+        await paths_fleet(fleet)
+        assert await served(fleet) == (["cams", "screens"], ["cams", "screens"])
+
+
+@pytest.mark.parametrize(
+    ("cams", "expected"),
+    [
+        ("device-plugins", (["cams"], [])),  # no device in any slice: nothing allocates it through DRA
+        ("dra", ([], ["cams"])),  # no IL or CL plugin: the kubelet advertises none of its resources
+    ],
+)
+async def test_each_device_paths_value_chooses_what_the_kubelet_advertises_and_what_the_slices_hold(
+    cams: str, expected: tuple[list[str], list[str]]
+) -> None:
+    async with Fleet(dra=True, controller=False) as fleet:
+        fleet.add_node("node-a")
+        await fleet.apply(with_paths(PATHS_CAMS, cams))
+        fleet.plug("cam-1", ["node-a"], {"kind": "cam"})
+        await fleet.settle()
+        assert await served(fleet) == expected
+
+
+async def test_the_annotation_overrides_the_fleets_default_and_a_change_converges_without_a_restart() -> None:
+    async with Fleet(dra=True, device_paths="device-plugins") as fleet:
+        await paths_fleet(fleet, cams="dra")  # a local and a shared device: the agent's and the controller's slices
+        assert await served(fleet) == (["screens"], ["cams"])
+
+        await fleet.apply([with_paths(PATHS_CAMS, None), with_paths(PATHS_SCREENS, "dra")])
+        await fleet.settle()
+        assert await served(fleet) == (["cams"], ["screens"])
+
+        await fleet.apply([with_paths(PATHS_CAMS, "both"), with_paths(PATHS_SCREENS, "both")])
+        await fleet.settle()
+        assert await served(fleet) == (["cams", "screens"], ["cams", "screens"])
+
+
+async def test_a_slot_held_through_a_device_plugin_stays_held_after_a_switch_to_dra_until_its_pod_goes() -> None:
+    async with Fleet(dra=True, device_paths="device-plugins") as fleet:
+        await paths_fleet(fleet)
+        pod = await fleet.run_pod("p", "node-a", {"devplace.io/cams": 1})
+        assert pod["status"]["phase"] == "Running"
+        [cams] = [i for i in await fleet.list("Instance") if i["spec"]["configurationName"] == "cams"]
+        held = cams["spec"]["deviceUsage"]
+        assert sorted(v.split(":")[0] for v in held.values()) == ["", "C"]
+
+        await fleet.apply(with_paths(PATHS_CAMS, "dra"))
+        await fleet.settle()
+        assert await served(fleet) == (["screens"], ["cams"])
+        [cams] = [i for i in await fleet.list("Instance") if i["spec"]["configurationName"] == "cams"]
+        assert cams["spec"]["deviceUsage"] == held  # the running pod keeps its slot
+
+        await fleet.delete("Pod", "p", "default")
+        await fleet.settle()
+        [cams] = [i for i in await fleet.list("Instance") if i["spec"]["configurationName"] == "cams"]
+        assert sorted(cams["spec"]["deviceUsage"].values()) == ["", ""]

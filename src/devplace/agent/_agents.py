@@ -9,6 +9,8 @@ One `Agent` per node, composed of parts over one set of informers (`caches.NodeC
 - `releasers`: this node's slots freed when their pods end, or after the PodResources grace;
 - `dra`: the kubelet's DRA plugin (prepare/unprepare by the same slot CAS, CDI, health), when `AgentConfig.dra`;
 - `slices`: this node's local Instances published as its DRA ResourceSlice pool, under the same setting.
+Per Configuration, `AgentConfig.device_paths` or its `devplace.io/device-paths` annotation (`api.device_paths`) turns
+off one of the two paths: `dra` serves it no IL or CL plugin, `device-plugins` publishes none of its Instances.
 
 Concurrency: everything runs on one event loop. Informer change handlers run synchronously and only mark work (a
 dirty Configuration, the plugin set, a pod to release, a ListAndWatch to re-send); the parts do it. One `Supervisor`
@@ -51,7 +53,7 @@ from devplace.agent._reconcilers import Reconciler
 from devplace.agent._release_rules import DeviceKey
 from devplace.agent._releasers import Releaser
 from devplace.agent._slices import SlicePublisher
-from devplace.api import usage_problems
+from devplace.api import DevicePaths, usage_problems
 from devplace.clocks import Clock, SystemClock
 from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR
 from devplace.discovery import Device, HandlerRegistry, RegistrationServer
@@ -86,6 +88,10 @@ class AgentConfig:
     resource.k8s.io/v1 (`devplace agent`'s default)."""
     cdi_dir: Path = DEFAULT_CDI_DIR
     """Where the DRA plugin writes CDI spec files."""
+    device_paths: DevicePaths = "both"
+    """How a Configuration without the `devplace.io/device-paths` annotation is served (`api.device_paths`):
+    `device-plugins` (none of its Instances in this node's ResourceSlices), `dra` (none of its IL or CL plugins) or
+    `both` (safe under devplace's scheduler, which sees both paths' slots; not under a stock kube-scheduler)."""
 
 
 class Agent:
@@ -107,7 +113,14 @@ class Agent:
         """Events for users (`kubectl describe instance`): a claim refused, a device gone (never blocks)."""
         self.discoveries = Discoveries(config.node, self._cache, handlers, self.supervisor, clock, self._mark)
         self.plugins = PluginSet(
-            self, config.resource_prefix, self.plugin_dir, self._cache, self.supervisor, clock, self._mark_plugins
+            self,
+            config.resource_prefix,
+            self.plugin_dir,
+            self._cache,
+            self.supervisor,
+            clock,
+            self._mark_plugins,
+            config.device_paths,
         )
         self.reconciler = Reconciler(
             config.node,
@@ -131,7 +144,7 @@ class Agent:
             lambda: self.plugins.holds > 0,
         )
         self._registration: RegistrationServer | None = None
-        self.slices = SlicePublisher(config.node, store, self._cache, self.supervisor, config.dra)
+        self.slices = SlicePublisher(config.node, store, self._cache, self.supervisor, config.dra, config.device_paths)
         """This node's ResourceSlices (`AgentConfig.dra`; None: where the store keeps a probe slice)."""
         self.dra: DraPlugin | None = None
         """The kubelet's DRA plugin, while it is served (`AgentConfig.dra`)."""

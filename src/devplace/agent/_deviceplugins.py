@@ -397,8 +397,30 @@ ClaimDecision = Callable[[slots.Usage, bool], "slots.Claim | slots.Refusal"]
 class InstancePlugin(DevicePlugin):
     """IL plugin: resource `<prefix>/<instance>` (`api.devices.resource_name`), one device per slot."""
 
+    preferred_allocation = True
+
     def __init__(self, host: PluginHost, namespace: str, instance: str, resource: str) -> None:
         super().__init__(host, namespace, instance, resource)
+
+    def prefer(self, available: list[str], must_include: list[str], size: int) -> list[str]:
+        """The slots to give, as this agent sees the Instance now: `must_include`, then slots this node may take
+        (free, or its own), lowest first, then any. The kubelet's list of Healthy devices lags behind a slot that
+        DRA (devplace's scheduler, a claim on this node) or another node has just taken; without a preference it
+        may pick that slot and the pod fails admission although another slot is free."""
+        takeable = {d.id for d in self.devices() if d.healthy}
+        chosen = [d for d in must_include if d in available]
+
+        def order(device: str) -> tuple[bool, int, str]:
+            index = slots.slot_index(self.name, device)
+            return (index is None, index if index is not None else 0, device)
+
+        ordered = sorted(available, key=order)
+        for d in [*(d for d in ordered if d in takeable), *ordered]:
+            if len(chosen) >= size:
+                break
+            if d not in chosen:
+                chosen.append(d)
+        return chosen
 
     def devices(self) -> list[slots.DeviceHealth]:
         record = self.host.cache.instance(self.namespace, self.name)

@@ -3,6 +3,9 @@
 Wanted: one IL plugin per Instance listing this node, one CL plugin per Configuration with such an Instance, named
 `<prefix>/<instance>` and `<prefix>/<configuration>`, the prefix the Configuration's API group unless the agent has an
 override (`api.devices.resource_name`); a plugin whose resource name changes is started again under the new one.
+A Configuration served through DRA only (`api.device_paths`: its `devplace.io/device-paths` annotation, else the
+agent's default) wants no plugin here, so the kubelet advertises none of its resources; a change of the annotation
+marks the set, which stops or starts its plugins (slots held through them stay held until released as usual).
 `clashes.resolve` (pure) says which may run; a Configuration that loses serves nothing here and gets this node's
 ResourceNameConflict condition (cleared when the clash goes away). `sync` stops the losers first (the kubelet keeps
 one endpoint per resource name: the winner's must be the one it keeps), then starts the rest.
@@ -44,6 +47,7 @@ from devplace.agent._release_rules import resource_of
 from devplace.agent._servers import PluginServer, endpoint_name, socket_identity
 from devplace.agent._sockets import DirectoryWatch
 from devplace.agent._writes import CONTENTION_CLOCK
+from devplace.api import DevicePaths, device_paths
 from devplace.clocks import Clock
 from devplace.deviceplugin import KUBELET_SOCKET_NAME
 from devplace.supervisors import Supervisor
@@ -77,7 +81,9 @@ class PluginSet:
         supervisor: Supervisor,
         clock: Clock,
         mark: Callable[[], None],
+        paths: DevicePaths = "both",
     ) -> None:
+        """`paths`: the device paths of a Configuration without the annotation (`api.device_paths`)."""
         self.host = host
         self.node = host.node
         self.prefix = prefix
@@ -87,6 +93,7 @@ class PluginSet:
         self.supervisor = supervisor
         self.clock = clock
         self.mark = mark
+        self.paths: DevicePaths = paths
         self.servers: dict[PluginKey, PluginServer] = {}
         self.resources: dict[PluginKey, str] = {}
         """The resource name each wanted plugin registers (from the last `sync`)."""
@@ -147,6 +154,8 @@ class PluginSet:
         for record in self.cache.on_node():
             key = (record.namespace, record.name)
             cfg_key = (record.namespace, record.configuration)
+            if device_paths(self.cache.configuration_obj(*cfg_key), self.paths) == "dra":
+                continue  # served through DRA only (module docstring)
             wanted[("il", *key)] = clashes.Wanted(
                 ("il", *key), resource_of(record, key[1], self.prefix, api_versions), self._owner(cfg_key)
             )

@@ -6,7 +6,9 @@ controller, with a nodeSelector: under NodeRestriction a node may write only sli
 Instance its handler reports Unhealthy (`devplace.io/health`, `discovery.device_healthy`: an NVML XID, ...) or no
 longer reports at all (the offline-since annotation, in its grace) is unhealthy: a device taint where the store keeps
 taints, left out where it does not. A node that stops seeing a device drops it at
-the next pass; a node with no local device has no slice.
+the next pass; a node with no local device has no slice. An Instance whose Configuration is served through device
+plugins only (`api.device_paths`: its `devplace.io/device-paths` annotation, else the agent's default `paths`) is left
+out, so nothing allocates it through DRA; a change of the annotation rewrites the pool at the next pass.
 
 On or off: `mode` True publishes, False does not, None (the default) publishes when the store serves ResourceSlices
 (`store.probe_support`, which also says whether capacity slots become consumable capacity or N devices, and whether
@@ -28,7 +30,7 @@ from typing import Any
 from devplace import errors
 from devplace.agent._caches import NodeCache
 from devplace.agent._instances import InstanceRecord
-from devplace.api import SliceSupport, instance_devices, local_pool
+from devplace.api import DevicePaths, SliceSupport, device_paths, instance_devices, local_pool
 from devplace.discovery import device_healthy
 from devplace.store import Change, Informer, Store, probe_support, write_pool
 from devplace.supervisors import Supervisor
@@ -43,8 +45,18 @@ def is_local(record: InstanceRecord | None, node: str) -> bool:
 class SlicePublisher:
     """This node's pool of local devices (module docstring)."""
 
-    def __init__(self, node: str, store: Store, cache: NodeCache, supervisor: Supervisor, mode: bool | None) -> None:
+    def __init__(
+        self,
+        node: str,
+        store: Store,
+        cache: NodeCache,
+        supervisor: Supervisor,
+        mode: bool | None,
+        paths: DevicePaths = "both",
+    ) -> None:
         self.node = node
+        self.paths: DevicePaths = paths
+        """The device paths of a Configuration without the annotation (module docstring)."""
         self.store = store
         self.cache = cache
         self.supervisor = supervisor
@@ -118,6 +130,8 @@ class SlicePublisher:
             if not is_local(record, self.node):
                 continue
             configuration = self.cache.configuration_obj(record.namespace, record.configuration)
+            if device_paths(configuration, self.paths) == "device-plugins":
+                continue
             try:
                 unhealthy = record.offline_since is not None or not device_healthy(record.broker_properties)
                 out += instance_devices(record.obj, configuration, support=self.support, unhealthy=unhealthy)

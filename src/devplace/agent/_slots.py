@@ -269,7 +269,8 @@ def claim_dra(usage: Usage, wanted: Sequence[str], count: int, holder: DRA, visi
     form taking `consumedCapacity.slots`), all for `holder`, or nothing.
 
     Slots `holder` already holds count first (devplace's scheduler took them before writing the allocation, or an
-    earlier prepare did: a retried prepare takes nothing more); the rest are taken from the free ones, lowest first.
+    earlier prepare did: a retried prepare takes nothing more); the rest are taken from the free ones, highest first
+    (the Instance-level plugin prefers the lowest, so the two paths rarely reach for one slot at once).
     Refused, naming the holder, when a wanted slot is held by anyone else, or too few slots are free.
     """
     if not visible:
@@ -307,8 +308,9 @@ def claim_dra(usage: Usage, wanted: Sequence[str], count: int, holder: DRA, visi
                 f"{usage.instance} has {len(free)} free slot(s), claim {holder.namespace}/{holder.claim} needs "
                 f"{missing} more{taken}"
             )
-        granted.extend(free[:missing])
-        new.extend(free[:missing])
+        highest = free[::-1][:missing]  # highest first: the device plugins prefer the lowest (`api.dra_taken`)
+        granted.extend(highest)
+        new.extend(highest)
     if not new:
         return Claim(tuple(granted), usage)
     return Claim(tuple(granted), usage.with_holders(dict.fromkeys(new, holder)), tuple(new))

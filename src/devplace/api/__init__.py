@@ -6,6 +6,8 @@ Kubernetes API machinery (OpenAPI, patches, tables) is `devplace.kubeapi`.
 
 - `meta`: ObjectMeta and `Resource`, the base of every kind;
 - `devices`: Configuration, Instance (Akri-compatible) and ResourceClass, with the slot-holder vocabulary;
+- `devicepaths`: which paths serve a Configuration (device plugins, DRA or both: its `devplace.io/device-paths`
+  annotation, else the part's default);
 - `workloads`: the core Kubernetes kinds the parts use (Node, Pod, Service, ConfigMap, Secret, Job, Deployment);
 - `clusters`: Namespace, Event, ServiceAccount, the RBAC kinds (stored, not enforced) and Lease;
 - `registry`: apiVersion/kind -> model, plural, scope; `lookup`, `kinds`, `normalize`;
@@ -43,6 +45,7 @@ from devplace.api._clusters import (
 )
 from devplace.api._compiles import compile_class, compile_configuration, extended_resource
 from devplace.api._definitions import kubernetes_definitions, kubernetes_typed
+from devplace.api._devicepaths import DEVICE_PATHS, DEVICE_PATHS_ANNOTATION, DevicePaths, device_paths
 from devplace.api._devices import (
     CL,
     DRA,
@@ -138,6 +141,8 @@ from devplace.api._workloads import ConfigMap, Deployment, Job, Node, Pod, Secre
 __all__ = [
     "CL",
     "DEFAULT_NAMESPACE",
+    "DEVICE_PATHS",
+    "DEVICE_PATHS_ANNOTATION",
     "DRA",
     "DRIVER",
     "EVENT_TYPES",
@@ -159,6 +164,7 @@ __all__ = [
     "Deployment",
     "DeviceClass",
     "DeviceInput",
+    "DevicePaths",
     "DeviceSelector",
     "DiscoveryProperty",
     "DraDevice",
@@ -206,6 +212,7 @@ __all__ = [
     "compile_selector",
     "decode_base64",
     "device_name",
+    "device_paths",
     "dns1123_label_problem",
     "dns1123_subdomain_problem",
     "dra_device",

@@ -60,6 +60,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from devplace import errors
 from devplace.api import _selectors as selectors
+from devplace.api._devicepaths import device_paths_problems
 from devplace.api._meta import DnsLabel, DnsSubdomain, Model, Resource
 from devplace.api._quantity import is_quantity
 from devplace.api._registry import register
@@ -300,7 +301,9 @@ class Configuration(Resource):
         return model
 
     def admission_problems(self) -> Iterator[errors.FieldError]:
-        """What apply refuses beyond the schema: a `udev` rule Akri's grammar cannot parse (`api._udevrules`)."""
+        """What apply refuses beyond the schema: a `udev` rule Akri's grammar cannot parse (`api._udevrules`), a
+        `devplace.io/device-paths` annotation that names no path (`api._devicepaths`)."""
+        yield from device_paths_problems(self.metadata.annotations)
         handler = self.spec.discovery_handler
         if handler.name == "udev":
             yield from udev_details_problems(handler.discovery_details)
@@ -618,8 +621,9 @@ def dra_taken(
     instance: str, device_usage: Mapping[str, Any], holder: DRA, *, slot: int | None = None, count: int = 1
 ) -> dict[str, Any]:
     """`device_usage` with `holder` holding slot `slot` (a device of the N-devices form), or `count` slots in all
-    (a share of a device with consumable capacity; those it holds already count): the one rule both DRA paths take
-    slots by (the scheduler before it writes an allocation, the node's DRA plugin when it prepares a claim).
+    (a share of a device with consumable capacity; those it holds already count; free slots taken highest first,
+    while the device plugins prefer the lowest): the rule devplace's scheduler takes slots by before it writes an
+    allocation (the node's DRA plugin takes them by the same rule, `agent._slots.claim_dra`).
 
     `errors.Conflict` naming the slot's holder when the slot is someone else's, or when fewer slots are free than
     wanted; nothing changes then."""
@@ -635,9 +639,9 @@ def dra_taken(
         out[name] = wire
         return out
     held = sum(1 for v in out.values() if v == wire)
-    free = sorted(
-        (s for s, v in out.items() if v == "" and slot_index(instance, s) is not None),
-        key=lambda s: slot_index(instance, s) or 0,
+    free = sorted(  # highest first: a device plugin's kubelet prefers the lowest free slots (`GetPreferredAllocation`),
+        (s for s, v in out.items() if v == "" and slot_index(instance, s) is not None),  # so the paths rarely race
+        key=lambda s: -(slot_index(instance, s) or 0),
     )
     want = count - held
     if want > len(free):

@@ -33,6 +33,9 @@ of devplace's own there.
 - Accepted and ignored: `HOST_CRICTL_PATH`, `HOST_RUNTIME_ENDPOINT`, `HOST_IMAGE_ENDPOINT` (Akri used crictl to find
   which slots are in use; devplace asks the kubelet's PodResources API instead).
 The store is `--store`/`$DEVPLACE_STORE` (on a cluster: the API server devplace runs against).
+`--device-paths` (default `both`) says how a Configuration without the `devplace.io/device-paths` annotation is
+served (`api.device_paths`): a real cluster's pods go through kube-scheduler, which cannot see device-plugin slots,
+so deploy/kubernetes runs the agent and the controller with `device-plugins` (`both` is for devplace's scheduler).
 
 The agent uses the real kubelet layout under `--kubelet-dir` (`$DEVPLACE_KUBELET_DIR`, default /var/lib/kubelet, the
 DaemonSet mounts its `device-plugins/` and `pod-resources/`): it serves its device plugins in `device-plugins/`,
@@ -61,7 +64,7 @@ import typer
 
 from devplace import errors
 from devplace.api import require_dns1123_subdomain
-from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging, serve
+from devplace.cli._daemons import DevicePathsOption, LogFormatOption, LogLevelOption, configure_logging, serve
 from devplace.cli._probes import Health, MetricsAddressOption, MetricsPortOption, maybe_open
 from devplace.cli._resources import StoreOption, fail, run, store_url
 from devplace.clocks import SystemClock
@@ -183,6 +186,7 @@ def agent(
         Path,
         typer.Option("--cdi-dir", help="Where the DRA plugin writes CDI spec files", envvar="DEVPLACE_CDI_DIR"),
     ] = Path("/var/run/cdi"),
+    device_paths: DevicePathsOption = "both",
     log_level: LogLevelOption = "info",
     log_format: LogFormatOption = "text",
     metrics_port: MetricsPortOption = None,
@@ -226,6 +230,7 @@ def agent(
             registration_socket=serving,
             dra=dra,
             cdi_dir=cdi_dir,
+            device_paths=device_paths,
         )
         clock = SystemClock()
         st = open_store(url, clock=clock)
@@ -269,7 +274,8 @@ def agent(
             banner=f"node {node}, store {url}, kubelet dir {kubelet_dir}, prefix {prefix}, "
             f"handlers register at {serving or 'nowhere'}, nvml {'on' if nvml else 'off'}, "
             f"udev {'on' if udev else 'off'}, opcua {'on' if opcua else 'off'}, "
-            f"onvif {'on' if onvif else 'off'}, DRA {'auto' if dra is None else 'on' if dra else 'off'}",
+            f"onvif {'on' if onvif else 'off'}, DRA {'auto' if dra is None else 'on' if dra else 'off'}, "
+            f"device paths {device_paths}",
         )
 
     run(work)

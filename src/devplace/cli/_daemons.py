@@ -36,7 +36,7 @@ import typer
 
 from devplace import errors
 from devplace.api import SELECTION_STRATEGIES as STRATEGIES
-from devplace.api import require_dns1123_subdomain
+from devplace.api import DevicePaths, require_dns1123_subdomain
 from devplace.cli._logs import LogFormatOption as LogFormatOption  # re-exported: every daemon command's options
 from devplace.cli._logs import LogLevelOption as LogLevelOption
 from devplace.cli._logs import announce
@@ -64,6 +64,18 @@ RetryPeriodOption = Annotated[
 LeaseNamespaceOption = Annotated[
     str, typer.Option("--leader-elect-namespace", help="Namespace of the Lease (devplace-<command>)")
 ]
+DevicePathsOption = Annotated[
+    DevicePaths,
+    typer.Option(
+        "--device-paths",
+        help="How a Configuration without the devplace.io/device-paths annotation is served: its device plugins, "
+        "DRA or both (both is safe under devplace's scheduler only: a stock kube-scheduler cannot see device-plugin "
+        "slots)",
+    ),
+]
+"""`--device-paths` of `devplace agent` and `devplace controller` (`api.device_paths`)."""
+
+
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
@@ -339,6 +351,7 @@ def controller(
         float, typer.Option("--pending-grace", help="Seconds before a Pending broker is recreated", min=0)
     ] = 300.0,
     dra: DraOption = True,
+    device_paths: DevicePathsOption = "both",
     log_level: LogLevelOption = "info",
     log_format: LogFormatOption = "text",
     leader_elect: LeaderElectOption = False,
@@ -381,6 +394,7 @@ def controller(
                 events=EventRecorder(writes, "devplace-controller", clock),
                 dra=dra,
                 dra_slices=None if dra else False,  # shared Instances' ResourceSlices, where the store keeps them
+                device_paths=device_paths,
             )
             matcher.bind(part)
             parts.append((part, matcher))

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from devplace import errors, metrics
+from devplace.api import DevicePaths
 from devplace.clocks import Clock
 from devplace.controller import _claims as claims
 from devplace.controller import _decisions as decisions
@@ -86,13 +87,16 @@ class Controller:
         events: EventRecorder | None = None,
         dra: bool = True,
         dra_slices: bool | None = False,
+        device_paths: DevicePaths = "both",
     ) -> None:
         """`contention_clock` paces CAS retries after a lost race and loop restarts (default: `clock`); a simulation
         under a fake `clock` passes a real one, since nobody advances fake time for a retry.
 
         `dra`: also keep ResourceClaims in step with their pods (`claims.ClaimLifecycle`); False for a store that does
         not serve `resource.k8s.io/v1`. `dra_slices`: publish shared Instances as ResourceSlices (`slices`; None:
-        where the store keeps a probe slice)."""
+        where the store keeps a probe slice). `device_paths`: how a Configuration without the
+        `devplace.io/device-paths` annotation is served (`api.device_paths`; `device-plugins`: its shared Instances
+        are in no slice)."""
         self.store = store
         self.clock = clock
         self.contention_clock = contention_clock or clock
@@ -144,7 +148,7 @@ class Controller:
         self._ready = False
         self._recording = False
         self._unsubscribe: list[Callable[[], None]] = []
-        self.slices = SharedSlices(store, self.supervisor, dra_slices, namespace)
+        self.slices = SharedSlices(store, self.supervisor, dra_slices, namespace, device_paths)
         """Shared Instances as ResourceSlices with a nodeSelector (`slices.SharedSlices`)."""
         self.claim_lifecycle = (
             claims.ClaimLifecycle(

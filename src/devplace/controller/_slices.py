@@ -7,7 +7,10 @@ one shared device from touching another set's slices); every slice carries the l
 `devplace.io/slice-publisher=controller`, by which this part lists its own. A device whose node set changes moves
 pools; a pool whose last device goes is deleted; an Instance no node lists is in no pool. An Instance that is offline
 (its nodes' handlers stopped reporting it, within the grace) or that its handler reports Unhealthy
-(`discovery.device_healthy`) is tainted unhealthy where taints are kept, and left out where they are not.
+(`discovery.device_healthy`) is tainted unhealthy where taints are kept, and left out where they are not. An
+Instance whose Configuration is served through device plugins only (`api.device_paths`: its
+`devplace.io/device-paths` annotation, else this part's default `paths`) is in no pool, so nothing allocates it
+through DRA; a change of the annotation rewrites the pools at the next pass.
 
 Slices are cluster-scoped and this part deletes the shared pools it does not want: one controller per cluster
 publishes them (`--leader-elect`); a controller confined to a namespace would take the others' devices for gone.
@@ -25,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from devplace import errors
-from devplace.api import PUBLISHER_LABEL, SliceSupport, instance_devices, shared_pool
+from devplace.api import PUBLISHER_LABEL, DevicePaths, SliceSupport, device_paths, instance_devices, shared_pool
 from devplace.discovery import device_healthy
 from devplace.store import Change, Informer, Store, probe_support, write_pool
 from devplace.supervisors import Supervisor
@@ -51,8 +54,17 @@ def _shared_nodes(obj: Mapping[str, Any]) -> tuple[str, ...] | None:
 class SharedSlices:
     """The shared pools (module docstring)."""
 
-    def __init__(self, store: Store, supervisor: Supervisor, mode: bool | None, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        supervisor: Supervisor,
+        mode: bool | None,
+        namespace: str | None = None,
+        paths: DevicePaths = "both",
+    ) -> None:
         self.store = store
+        self.paths: DevicePaths = paths
+        """The device paths of a Configuration without the annotation (module docstring)."""
         self.supervisor = supervisor
         self.mode = mode
         self.support: SliceSupport | None = None
@@ -129,6 +141,8 @@ class SharedSlices:
                 continue
             spec = obj.get("spec") or {}
             configuration = self.configurations.get(namespace, str(spec.get("configurationName") or ""))
+            if device_paths(configuration, self.paths) == "device-plugins":
+                continue
             offline = OFFLINE_SINCE in ((obj.get("metadata") or {}).get("annotations") or {})
             healthy = device_healthy(spec.get("brokerProperties") or {})
             try:

@@ -16,6 +16,7 @@ Pure:
 - `claims`: DRA inputs parsed once: ResourceSlices into pools, DeviceClasses, ResourceClaims, what other claims hold;
 - `podclaims`: a pod's ResourceClaims resolved (or why it waits), `reservedFor`;
 - `claimchecks`: the DRA claims filter of one pod in one burst, and its reservation;
+- `extended`: extended resources a DeviceClass serves (DRAExtendedResource): the claim made for the pod;
 - `admissions`: the rules a write must pass that need what is already stored (Kubernetes' admission).
 
 Shell: `schedulers` (`Scheduler`): informers in, one event-driven decision queue, CAS writes out.

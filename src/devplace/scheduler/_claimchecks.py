@@ -27,6 +27,7 @@ from devplace.api import NodeSelector
 from devplace.scheduler._allocations import Fit, NodeRef, Snapshot
 from devplace.scheduler._claims import Claim, parse_claim
 from devplace.scheduler._decisions import Binding
+from devplace.scheduler._extended import Ask, extended_claim, extended_status, served_by_dra
 from devplace.scheduler._nodes import NodeInfo
 from devplace.scheduler._podclaims import PodClaims, allocation_of
 
@@ -38,9 +39,27 @@ class ClaimCheck:
     """One pod's claims against one burst's snapshot (module docstring). Raises `errors.Invalid` at construction for a
     claim that cannot be allocated at all (Kubernetes refuses it too)."""
 
-    def __init__(self, snapshot: Snapshot, claims: PodClaims, *, first_fit: bool, strategy: str = "firstFit") -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        claims: PodClaims,
+        *,
+        first_fit: bool,
+        strategy: str = "firstFit",
+        pod: Mapping[str, Any] | None = None,
+        extended: tuple[Ask, ...] = (),
+    ) -> None:
+        """`extended`: the pod's asks for extended resources a DeviceClass serves (`extended.asks`; `pod` is then
+        the Pod): on a node whose allocatable offers such a resource the device plugin serves it (its free amount is
+        checked here, since the caller leaves it out of the pod's requests), elsewhere a claim made for the pod
+        (`extended.extended_claim`) is allocated with the pod's other claims."""
         self.snapshot = snapshot
         self.first_fit = first_fit
+        self.pod = pod or {}
+        self.extended = extended
+        self._node_asks: dict[str, tuple[Ask, ...]] = {}
+        """Node -> the extended asks DRA serves there (those its allocatable does not offer)."""
+        self._synthetic: dict[tuple[Ask, ...], tuple[str, Claim, dict[str, Any]]] = {}
         self.score: Callable[[NodeInfo], int] | None = None
         """How good a feasible node is for the claims (0..100), by `strategy`: `binpack` and `optimal` prefer the
         node whose devices are most held already (best fit: the fewest left unused, so a later pod that needs many
@@ -66,25 +85,48 @@ class ClaimCheck:
             default=str,
         )
         """What the verdicts depend on besides the node: the pending claims' specs, the allocated ones' selectors."""
-        if self.pending and strategy in ("binpack", "optimal"):
+        if (self.pending or extended) and strategy in ("binpack", "optimal"):
             self.score = self._held_share
-        elif self.pending and strategy == "spread":
+        elif (self.pending or extended) and strategy == "spread":
             self.score = lambda node: 100 - self._held_share(node)
+
+    def _pending_on(self, asks: tuple[Ask, ...]) -> list[tuple[str, Claim]]:
+        """The claims to allocate on a node where DRA serves `asks` of the extended ones."""
+        if not asks:
+            return self.pending
+        made = self._synthetic.get(asks)
+        if made is None:
+            wire = extended_claim(self.pod, asks)
+            key = f"{wire['metadata']['namespace']}/{wire['metadata']['name']}"
+            made = self._synthetic[asks] = (key, parse_claim(wire), wire)
+        return [*self.pending, (made[0], made[1])]
 
     def __call__(self, node: NodeInfo) -> str | None:
         ref = NodeRef(node.name, node.labels)
         for selector in self._selectors:
             if not selector.matches(node.labels, node.name):
                 return NOT_AVAILABLE
-        if not self.pending:
+        asks: tuple[Ask, ...] = ()
+        if self.extended:
+            offered = node.allocatable.extended
+            asks = served_by_dra(self.extended, offered)
+            for ask in self.extended:
+                if ask not in asks:
+                    want = sum(a.count for a in self.extended if a.resource == ask.resource)
+                    if node.requested.extended.get(ask.resource, 0) + want > offered.get(ask.resource, 0):
+                        return f"insufficient {ask.resource}"
+            self._node_asks[node.name] = asks
+        pending = self._pending_on(asks)
+        if not pending:
             return None
-        key = (self.signature, node.name, tuple(sorted(node.labels.items())))
+        signature = self.signature if not asks else f"{self.signature}|{[(a.device_class, a.count) for a in asks]}"
+        key = (signature, node.name, tuple(sorted(node.labels.items())))
         generation = self.snapshot.node_generation(ref)
         known = self.snapshot.memo.get(key)
         if known is not None and known[0] == generation:
             reason = known[1]
         else:
-            reason = self._decide(ref)
+            reason = self._decide(ref, pending)
             self.snapshot.memo[key] = (generation, reason)
         if reason is None:
             return None
@@ -92,13 +134,14 @@ class ClaimCheck:
             reason = reason.replace(f"claim #{i}", name)
         return reason
 
-    def _decide(self, ref: NodeRef) -> str | None:
-        outcome = self.snapshot.allocate(ref, [c for _, c in self.pending], first_fit=self.first_fit)
+    def _decide(self, ref: NodeRef, pending: list[tuple[str, Claim]]) -> str | None:
+        outcome = self.snapshot.allocate(ref, [c for _, c in pending], first_fit=self.first_fit)
         if isinstance(outcome, Fit):
             self.fits[ref.name] = outcome
             return None
         reason = outcome.reason
-        for i, (uid, _) in enumerate(self._names):
+        names = [*self._names, *((f"claim {c.key}", f"claim {k}") for k, c in pending[len(self.pending) :])]
+        for i, (uid, _) in enumerate(names):
             reason = reason.replace(uid, f"claim #{i}")
         return reason
 
@@ -114,14 +157,22 @@ class ClaimCheck:
     def reserve(self, binding: Binding) -> Binding:
         """`binding` with each claim's allocation on its node (None for claims allocated before), assumed."""
         made: dict[str, Mapping[str, Any]] = {}
-        if self.pending:
+        asks = self._node_asks.get(binding.node, ())
+        pending = self._pending_on(asks)
+        if pending:
             fit = self.fits.get(binding.node)
             if fit is None:  # the verdict came from the memo: allocate for this pod's own claims now
                 node = binding.node
-                outcome = self.snapshot.allocate(node, [c for _, c in self.pending], first_fit=self.first_fit)
+                outcome = self.snapshot.allocate(node, [c for _, c in pending], first_fit=self.first_fit)
                 assert isinstance(outcome, Fit), "a node the memo passes still fits: its pools have not moved"
                 fit = outcome
-            for (key, _), allocation in zip(self.pending, fit.allocations, strict=True):
+            for (key, _), allocation in zip(pending, fit.allocations, strict=True):
                 made[key] = allocation
             self.snapshot.assume(fit.allocations)
-        return replace(binding, claims=tuple((key, made.get(key)) for key in self.keys))
+        keys = list(self.keys)
+        extra: dict[str, Any] = {}
+        if asks:
+            key, _, wire = self._synthetic[asks]
+            keys.append(key)
+            extra = {"extended_claim": wire, "extended_status": extended_status(wire["metadata"]["name"], asks)}
+        return replace(binding, claims=tuple((key, made.get(key)) for key in keys), **extra)

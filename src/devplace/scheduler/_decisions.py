@@ -103,6 +103,10 @@ class Binding:
     claims: tuple[tuple[str, Mapping[str, Any] | None], ...] = field(default=(), hash=False)
     """The pod's ResourceClaims (`namespace/name`) with the allocation this decision makes for each, None for a claim
     already allocated (it only gains the pod in `reservedFor`)."""
+    extended_claim: Mapping[str, Any] | None = field(default=None, hash=False)
+    """The ResourceClaim to make for the pod's extended resources a DeviceClass serves on this node (`extended`)."""
+    extended_status: Mapping[str, Any] | None = field(default=None, hash=False)
+    """The pod's `status.extendedResourceClaimStatus` for it."""
     claim_slots: Mapping[str, int] = field(default_factory=dict, hash=False)
     """Slots of devplace's Instances those allocations take (the device path counts them as taken: one truth)."""
 
@@ -371,8 +375,8 @@ def schedule_burst(
         decision = schedule_one(pod, cluster, assumed, config, start, memo, extra)
         start = decision.next_start
         if isinstance(decision, Binding):
+            assumed.assume(pod, decision.node, decision.slots(), cluster.devices)
             if bound is not None:
                 decision = bound(decision)
-            assumed.assume(pod, decision.node, decision.slots(), cluster.devices)
         out.append(decision)
     return out

@@ -76,10 +76,13 @@ from devplace.scheduler._decisions import (
     schedule_one,
 )
 from devplace.scheduler._devices import Device, device_of
+from devplace.scheduler._extended import Ask, asks, extended_classes
+from devplace.scheduler._extended import claim_name as extended_claim_name
 from devplace.scheduler._filters import NodeCheck
 from devplace.scheduler._nodes import NodeInfo, Resources, node_info
 from devplace.scheduler._podclaims import (
     DELETE_PROTECTION,
+    PodClaims,
     allocation_of,
     claim_refs,
     claimed_names,
@@ -300,6 +303,8 @@ class Scheduler:
         across bursts while nothing it reads moved but by this scheduler's own decisions coming back through the
         claims informer, so its memo of verdicts (`claimchecks`) lasts; rebuilt after any other change of them."""
         self._instance_devices: dict[str, list[tuple[str, str, int | None, bool]]] | None = None
+        self._extended_map: dict[str, str] | None = None
+        """Extended resource -> the DeviceClass serving it (`extended.extended_classes`; rebuilt with the classes)."""
         self._devplace_devices: dict[tuple[str, str], Mapping[str, Any]] | None = None
         """(pool, device) -> attributes of devplace's own slice devices (where a result's Instance slot is)."""
         self._claim_pools: list[Pool] | None = None
@@ -416,8 +421,9 @@ class Scheduler:
         config = replace(self.config, percentage_of_nodes_to_score=100)
         extra = None if state.counted else self._claim_check(state.info)
         self._claim_checks.clear()
+        info = state.info if state.counted else self._decided_info(state)
         # reads `assumed` and the DRA snapshot, changes nothing
-        decision = schedule_one(state.info, cluster, self.assumed, config, extra=extra)
+        decision = schedule_one(info, cluster, self.assumed, config, extra=extra)
         refused = {v.node: v.reason for v in decision.verdicts}
         if isinstance(decision, Unschedulable) and not decision.verdicts:
             return [NodeVerdict(n.name, decision.message) for n in cluster.nodes]
@@ -436,8 +442,33 @@ class Scheduler:
             if pod.info is not None:
                 requested = requested + pod.info.requests
         info = replace(base, requested=requested)
+        offered = self._dra_capped(name, info.allocatable.extended)
+        if offered is not None:
+            info = replace(info, allocatable=replace(info.allocatable, extended=offered))
         self._node_infos[name] = info
         return info
+
+    def _dra_capped(self, node: str, offered: Mapping[str, int]) -> dict[str, int] | None:
+        """`offered` with each Instance-level resource of a device DRA also serves held to what its plugin on `node`
+        can offer by the Instance's slots now (free, or held by the node's own plugin): the node's allocatable lags
+        behind a slot a DRA claim has just taken until its kubelet hears the plugin again, and a pod admitted on it
+        would fail `OutOf<resource>`. None when nothing is capped."""
+        if not self._devplace_slices():
+            return None
+        out: dict[str, int] | None = None
+        for resource, instance in self._dra_resources().items():
+            if resource not in offered:
+                continue
+            keys = self.instances.keys()
+            obj = next((self.instances.get(ns, n) for ns, n in keys if n == instance), None)
+            usage = ((obj or {}).get("spec") or {}).get("deviceUsage") or {}
+            if not usage:
+                continue  # not written yet by the node's agent: its allocatable is all there is to go by
+            can = sum(1 for s, h in usage.items() if h in ("", node) and slot_index(instance, s) is not None)
+            if can < offered[resource]:
+                out = dict(offered) if out is None else out
+                out[resource] = can
+        return out
 
     def _device(self, key: ObjKey) -> Device | None:
         if key in self._devices:
@@ -599,6 +630,8 @@ class Scheduler:
         usage_after = ((change.new or {}).get("spec") or {}).get("deviceUsage")
         if usage_before != usage_after and change.key[1] in self._devplace_slices():
             self._claim_snapshot = None  # slots of a device DRA also serves moved
+            self._node_infos.clear()  # and what nodes can offer of it (`_dra_capped`)
+            self._cluster = None
         before = self._devices.pop(change.key, None)
         self._resources.pop(change.key, None)
         after = self._device(change.key) if change.new is not None else None
@@ -651,6 +684,7 @@ class Scheduler:
         self._claim_pools = None
         self._devplace_devices = None
         self._instance_devices = None
+        self._extended_map = None
         self._requeue_unschedulable()
 
     # -- DRA ---------------------------------------------------------------------------------------------------------
@@ -713,10 +747,20 @@ class Scheduler:
         if not by_instance:
             return []
         promised: dict[str, int] = {}
+        resources = self._dra_resources()
         for pod in self.pods.values():
             if pod.counted:
                 for device, n in pod.slots.items():
                     promised[device] = promised.get(device, 0) + n
+                if pod.info is not None:  # a pod asking the Instance's resource itself (a broker, a user's pod)
+                    for name, n in pod.info.requests.extended.items():
+                        if name in resources:
+                            promised[resources[name]] = promised.get(resources[name], 0) + n
+        for record in self.assumed.pods():  # decided, not yet seen bound: what they ask of the Instances directly
+            if record.node_counted:
+                for name, n in record.requests.extended.items():
+                    if name in resources:
+                        promised[resources[name]] = promised.get(resources[name], 0) + n
         dra_assumed: dict[str, int] = {}
         for taken in self._dra_taken.values():
             for device, n in taken.items():
@@ -781,23 +825,88 @@ class Scheduler:
             return f"invalid resource claim: {e.message}"
         return None
 
+    def _extended_asks(self, state: PodState) -> tuple[Ask, ...]:
+        """The pod's asks for extended resources a DeviceClass serves (`extended`), unless the claim made for them
+        exists already (then it is one of the pod's claims, `_pod_claims`)."""
+        if not self.dra:
+            return ()
+        if self._extended_map is None:
+            self._extended_map = extended_classes(self.device_classes.values())
+        if not self._extended_map:
+            return ()
+        found = asks(state.wire, self._extended_map)
+        if found and self.claims.get(_split_key(state.key)[0], extended_claim_name(state.wire)) is not None:
+            return ()
+        return found
+
+    def _pod_claims(self, state: PodState) -> PodClaims | str:
+        """The pod's claims (`podclaims.claims_for`), the claim made for its extended resources included."""
+        resolved = claims_for(state.wire, self._claim) if claim_refs(state.wire) else PodClaims(())
+        if isinstance(resolved, str):
+            return resolved
+        namespace = _split_key(state.key)[0]
+        made = self._claim(namespace, extended_claim_name(state.wire)) if self.dra else None
+        if made is not None:
+            resolved = PodClaims((*resolved.claims, (f"{namespace}/{made['metadata']['name']}", made)))
+        return resolved
+
+    def _decided_info(self, state: PodState) -> PodInfo:
+        """The pod as the decision core sees it: extended resources a DeviceClass serves are the claims filter's
+        (`ClaimCheck`: the device plugin's free amount where a node offers them, DRA elsewhere), not the resources
+        filter's."""
+        assert state.info is not None
+        wanted = self._extended_asks(state)
+        if not wanted:
+            return state.info
+        names = {a.resource for a in wanted}
+        extended = {k: v for k, v in state.info.requests.extended.items() if k not in names}
+        return replace(state.info, requests=replace(state.info.requests, extended=extended))
+
     def _claim_check(self, info: PodInfo) -> NodeCheck | None:
         """The DRA filter of one pod, made just before its decision (so it sees the burst's earlier allocations)."""
         state = self.pods.get(info.namespace, info.name)
-        if state is None or not claim_refs(state.wire):
+        if state is None:
             return None
-        resolved = claims_for(state.wire, self._claim)
+        wanted = self._extended_asks(state)
+        namespace = _split_key(state.key)[0]
+        made = self.claims.get(namespace, extended_claim_name(state.wire)) if self.dra else None
+        if not claim_refs(state.wire) and not wanted and made is None:
+            return None
+        resolved = self._pod_claims(state)
         if isinstance(resolved, str):
             reason = resolved
             return lambda node: reason
+        if not resolved.claims and not wanted:
+            return None
         strategy = self.config.strategy
-        check = ClaimCheck(self.claim_snapshot(), resolved, first_fit=strategy == "firstFit", strategy=strategy)
+        check = ClaimCheck(
+            self.claim_snapshot(),
+            resolved,
+            first_fit=strategy == "firstFit",
+            strategy=strategy,
+            pod=state.wire,
+            extended=wanted,
+        )
         self._claim_checks[info.key] = check
         return check
 
+    def _dra_resources(self) -> dict[str, str]:
+        """The Instance-level resource of each Instance DRA also serves -> the Instance."""
+        by_instance = self._devplace_slices()
+        keys = self.instances.keys()
+        return {self._resource(key, key[1]): key[1] for key in keys if key[1] in by_instance}
+
     def _reserve(self, decision: Binding) -> Binding:
+        """After a decision is assumed (`schedule_burst`): a pod's claims reserved in the DRA snapshot and the slots
+        they take assumed for the device path too; a device-path decision on a device DRA also serves makes the DRA
+        snapshot be made again (it counts `assumed`), so the next pod of the burst sees it either way."""
         check = self._claim_checks.pop(decision.pod, None)
         if check is None:
+            if self._devplace_slices():
+                state = self.pods.get(*_split_key(decision.pod))
+                asked = set(state.info.requests.extended) if state is not None and state.info is not None else set()
+                if set(decision.slots()) & set(self._devplace_slices()) or asked & set(self._dra_resources()):
+                    self._claim_snapshot = None
             return decision
         decision = check.reserve(decision)
         taken: dict[str, int] = {}
@@ -807,7 +916,21 @@ class Scheduler:
                 for _, instance, _, count in self._slot_wants(allocation):
                     taken[instance] = taken.get(instance, 0) + count
         self._dra_taken[decision.pod] = taken
-        return replace(decision, claim_slots=taken)
+        decision = replace(decision, claim_slots=taken)
+        state = self.pods.get(*_split_key(decision.pod))
+        if taken and state is not None and state.info is not None:
+            # the device path sees the slots taken twice over until the Instance shows them: as device slots (class
+            # requests) and as the Instance-level resources they would have been (direct requests on the node)
+            info = self._decided_info(state)
+            by_resource = {instance: resource for resource, instance in self._dra_resources().items()}
+            extra = {by_resource[i]: n for i, n in taken.items() if i in by_resource}
+            if extra:
+                amounts = dict(info.requests.extended)
+                for resource, n in extra.items():
+                    amounts[resource] = amounts.get(resource, 0) + n
+                info = replace(info, requests=replace(info.requests, extended=amounts))
+            self.assumed.assume(info, decision.node, decision.slots(), self.snapshot().devices)
+        return decision
 
     def _forget_assumed(self, key: str) -> None:
         self.assumed.forget(key)
@@ -856,7 +979,7 @@ class Scheduler:
         if placeable:
             self.bursts += 1
             cluster = self.snapshot()
-            infos = [s.info for s in placeable.values() if s.info is not None]
+            infos = [self._decided_info(s) for s in placeable.values() if s.info is not None]
             decisions = schedule_burst(
                 infos, cluster, self.assumed, self.config, self._start, self._claim_check, self._reserve
             )
@@ -937,6 +1060,13 @@ class Scheduler:
         allocated before only gains the pod in `reservedFor`. `errors.Conflict` when a claim was allocated
         differently meanwhile or a slot is taken: the slots this call took are released again."""
         taken: list[str] = []
+        if decision.extended_claim is not None:
+            try:
+                created = await self.store.create(decision.extended_claim)
+                self.writes += 1
+                self.claims.record(created)
+            except errors.AlreadyExists:
+                pass  # made before a failure part-way: reserved below like any claim of the pod
         try:
             for key, allocation in decision.claims:
                 namespace, name = _split_key(key)
@@ -944,12 +1074,27 @@ class Scheduler:
                     taken.append(key)
                     await self._take_slots(namespace, name, allocation, decision.node)
                 await self._reserve_claim(namespace, name, allocation, state.wire)
+            if decision.extended_status is not None:
+                await self._extended_status(state, decision.extended_status)
         except errors.DevplaceError:
             for key in taken:
                 claim = self.claims.get(*_split_key(key))
                 if claim is None or allocation_of(claim) is None:
                     await self._release_slots(*_split_key(key))
             raise
+
+    async def _extended_status(self, state: PodState, want: Mapping[str, Any]) -> None:
+        """The pod's `status.extendedResourceClaimStatus`, before the binding (kube-scheduler's PreBind)."""
+
+        def decide(current: dict[str, Any]) -> dict[str, Any] | None:
+            status = dict(current.get("status") or {})
+            if status.get("extendedResourceClaimStatus") == want:
+                return None
+            status["extendedResourceClaimStatus"] = dict(want)
+            return {**current, "status": status}
+
+        written = await self._cas("Pod", state.key, decide, state.wire)
+        self.pods.record(written.object)
 
     async def _reserve_claim(
         self, namespace: str, name: str, allocation: Mapping[str, Any] | None, pod: Mapping[str, Any]

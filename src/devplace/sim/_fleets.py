@@ -52,7 +52,15 @@ from typing import Any, Protocol, Self, cast
 import devplace.placement  # noqa: F401  (registers the fleet kinds: `apply` and `list` take every kind)
 from devplace import errors
 from devplace.agent import Agent, AgentConfig
-from devplace.api import dns1123_subdomain_problem, json_tree, lookup, normalize, parse_positioned, validated
+from devplace.api import (
+    DevicePaths,
+    dns1123_subdomain_problem,
+    json_tree,
+    lookup,
+    normalize,
+    parse_positioned,
+    validated,
+)
 from devplace.clocks import FakeClock, SystemClock
 from devplace.controller import ClassMatcher, Controller
 from devplace.discovery import HandlerRegistry, World, builtin_registry
@@ -132,13 +140,15 @@ class Fleet:
         node_grace: float = 300.0,
         pending_grace: float = 300.0,
         dra: bool = False,
+        device_paths: DevicePaths = "both",
     ) -> None:
         """`scheduler` runs the resource-class `Scheduler` (device-selection `strategy`); `controller` runs the broker
         `Controller` (with `node_grace` and `pending_grace`) and the `ClassMatcher` its group members by class use.
         Both are cluster-level parts, started after the nodes and waited for by `settle`. `dra`: every agent serves the
         kubelet's DRA plugin and publishes its local devices' ResourceSlices (the controller the shared ones), and
         every simulated kubelet prepares pods' ResourceClaims through it (CDI specs in
-        `<kubelet dir>/cdi`)."""
+        `<kubelet dir>/cdi`). `device_paths`: the agents' and the controller's default for a Configuration without
+        the `devplace.io/device-paths` annotation (`api.device_paths`; `both`: devplace's scheduler sees both paths)."""
         self.clock = clock or FakeClock()
         self.world = World()
         self.resource_prefix = resource_prefix
@@ -147,6 +157,7 @@ class Fleet:
         self.offline_grace = offline_grace
         self.podresources_poll = podresources_poll
         self.dra = dra
+        self.device_paths: DevicePaths = device_paths
         self._store_spec = store
         self._store: Store | None = None if isinstance(store, str) else store
         self._owns_store = isinstance(store, str)
@@ -258,6 +269,7 @@ class Fleet:
             podresources_poll=self.podresources_poll,
             dra=self.dra,
             cdi_dir=kubelet_dir / "cdi",
+            device_paths=self.device_paths,
         )
         cdi_dirs = [kubelet_dir / "cdi"] if self.dra else None
         parts.kubelet = SimKubelet(parts.name, kubelet_dir, self._store, self.clock, cdi_dirs=cdi_dirs)
@@ -331,6 +343,7 @@ class Fleet:
             contention_clock=SystemClock(),
             events=EventRecorder(store, "devplace-controller", clock),
             dra_slices=self.dra,  # shared Instances' ResourceSlices, beside the agents' local ones
+            device_paths=self.device_paths,
         )
         matcher.bind(controller)
         return controller
