@@ -456,11 +456,12 @@ class Scheduler:
         if not self._devplace_slices():
             return None
         out: dict[str, int] | None = None
+        known = self.instances.keys()
+        namespaces = {n: ns for ns, n in known}
         for resource, instance in self._dra_resources().items():
-            if resource not in offered:
+            if resource not in offered or instance not in namespaces:
                 continue
-            keys = self.instances.keys()
-            obj = next((self.instances.get(ns, n) for ns, n in keys if n == instance), None)
+            obj = self.instances.get(namespaces[instance], instance)
             usage = ((obj or {}).get("spec") or {}).get("deviceUsage") or {}
             if not usage:
                 continue  # not written yet by the node's agent: its allocatable is all there is to go by
