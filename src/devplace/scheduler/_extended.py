@@ -24,8 +24,8 @@ _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def extended_classes(device_classes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Extended resource name -> the DeviceClass serving it (an explicit `extendedResourceName` wins over another
-    class's implicit name; two classes naming one resource: the first by name)."""
+    """Extended resource name -> the DeviceClass serving it (implicit names cannot clash with explicit ones, which
+    may not use the implicit prefix; two classes naming one resource: the first by name)."""
     out: dict[str, str] = {}
     named = sorted(device_classes, key=lambda c: str((c.get("metadata") or {}).get("name") or ""))
     for cls in named:
@@ -36,7 +36,7 @@ def extended_classes(device_classes: Iterable[Mapping[str, Any]]) -> dict[str, s
         name = str((cls.get("metadata") or {}).get("name") or "")
         resource = (cls.get("spec") or {}).get("extendedResourceName")
         if name and isinstance(resource, str) and resource and not resource.startswith(IMPLICIT_PREFIX):
-            out[resource] = name if resource not in out or out[resource].startswith(IMPLICIT_PREFIX) else out[resource]
+            out.setdefault(resource, name)
     return out
 
 
