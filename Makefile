@@ -55,8 +55,9 @@ etcd:
 		|| { apt-get update -qq && $(APT_INSTALL) etcd-server >/dev/null; }
 
 # Real peers for the device tests: umockdev presents recorded devices to real libudev, podman with runc resolves CDI
-# device names in a container. Installed when absent, as etcd is.
-DEBIAN_TEST_PACKAGES := umockdev gir1.2-umockdev-1.0 podman runc busybox-static
+# device names in a container; Chromium runs the dashboard's browser tests (Playwright drives it). Installed when
+# absent, as etcd is.
+DEBIAN_TEST_PACKAGES := umockdev gir1.2-umockdev-1.0 podman runc busybox-static chromium chromium-driver
 devices:
 	@dpkg -s $(DEBIAN_TEST_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) $(DEBIAN_TEST_PACKAGES) >/dev/null 2>&1 \
 		|| { apt-get update -qq && $(APT_INSTALL) $(DEBIAN_TEST_PACKAGES) >/dev/null; }

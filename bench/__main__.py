@@ -40,6 +40,9 @@ BENCHES = [
     "dra_prepare",
     "udev",
     "dra_slices",
+    "sim",
+    "dashboard",
+    "up",
 ]
 RESULTS = Path(__file__).parent / "results"
 

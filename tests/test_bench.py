@@ -7,6 +7,7 @@ a benchmark that measured nothing, or reported a figure it did not compute from 
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import logging
 import shutil
@@ -288,3 +289,48 @@ def test_the_dra_slices_bench_counts_one_slice_write_per_local_device_change() -
     assert result["shared_goal_met"] is True
     initial = result["initial"]
     assert initial["writes"] == initial["slices"] + initial["probe_writes"]  # one create per slice, nothing rewritten
+
+
+def test_the_sim_bench_runs_every_generated_size_and_reports_the_growth_it_measured() -> None:
+    result = quick("sim")
+    sizes = result["sizes"]
+    assert [s["devices"] for s in sizes] == [10, 20, 40]
+    assert [s["nodes"] for s in sizes] == [1, 2, 4]
+    assert result["skipped"] == []
+    for size in sizes:
+        assert size["finished"] is True
+        assert size["ok"] is True  # every generated expectation held
+        assert size["steps_done"] == size["steps_total"] == len(size["steps"])
+        assert size["seconds_per_event"] == round(size["wall_seconds"] / size["events"], 5)
+        assert 0 < size["settle_seconds"] < size["wall_seconds"]
+        assert size["peak_mib"] > 0
+        assert size["peak_rss_mib"] > size["peak_mib"]
+        assert size["transport"] == "unix"  # small fleets stay on real sockets
+    for small, big in itertools.pairwise(sizes):
+        growth = result["growth"][f"{big['devices']}/{small['devices']}"]
+        assert growth["wall"] == round(big["wall_seconds"] / small["wall_seconds"], 2)
+        assert growth["peak_memory"] == round(big["peak_mib"] / small["peak_mib"], 2)
+        assert growth["within_goal"] == (growth["wall"] <= 12 and growth["peak_memory"] <= 12)
+    assert result["tracemalloc_overhead"] == round(
+        sizes[0]["wall_seconds"] / result["untraced_smallest"]["wall_seconds"], 2
+    )
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is absent (`make test` installs it)")
+def test_the_dashboard_bench_reads_the_pages_own_measures_of_a_render_and_each_watch_event() -> None:
+    result = quick("dashboard")
+    assert result["instances"] == 50
+    assert result["slots"] == 200
+    assert 0 < result["render_ms"] <= result["first_render_ms"]
+    assert result["elements"] >= result["instances"] * (2 + 4)  # a row, its cells and its 4 slot chips at least
+    assert result["event_ms"]["n"] == result["event_frame_ms"]["n"] == result["write_to_visible_ms"]["n"] == 3
+    assert result["event_ms"]["p50"] <= result["event_ms"]["max"]
+    assert result["ratios"]["render_over_floor"] == round(result["render_ms"] / result["floor_render_ms"], 2)
+    assert result["meets"]["event_p95_under_50ms"] == (result["event_ms"]["p95"] < 50)
+
+
+def test_the_up_bench_times_kubectl_s_first_answer_and_a_clean_stop() -> None:
+    result = quick("up")
+    assert result["answered"] == result["runs"] == 1
+    assert result["clean_exits"] == 1
+    assert result["first_answer_s"] >= result["kubeconfig_s"] > 0

@@ -19,7 +19,7 @@ import devplace
 SRC = pathlib.Path(devplace.__file__).parent
 GENERATED = {"v1beta1", "podresources", "v0", "etcdserverpb", "dra", "drahealth", "pluginregistration"}
 PACKAGES = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").exists())
-TOP_MODULES = ["clocks", "errors", "queues", "supervisors"]
+TOP_MODULES = ["clocks", "errors", "files", "queues", "supervisors"]
 
 FACES: dict[str, list[str]] = {
     "agent": [
@@ -100,6 +100,7 @@ FACES: dict[str, list[str]] = {
         "compile_class",
         "compile_configuration",
         "compile_selector",
+        "controller_reference",
         "decode_base64",
         "device_name",
         "device_paths",
@@ -110,9 +111,11 @@ FACES: dict[str, list[str]] = {
         "dra_taken",
         "extended_resource",
         "format_holder",
+        "generated_suffix",
         "instance_device",
         "instance_devices",
         "instance_properties",
+        "instance_without_claims",
         "invalid_from",
         "json_tree",
         "kinds",
@@ -162,21 +165,37 @@ FACES: dict[str, list[str]] = {
         "Controller",
     ],
     "demo": [
-        "ACTS",
-        "Tour",
-        "run_demo",
+        "LiveView",
+        "Plot",
+        "Report",
+        "SIM_PATH",
+        "Sample",
+        "ScenarioRun",
+        "Series",
+        "StepRecord",
+        "Up",
+        "run_scenario",
+        "scenario_path",
+        "up_scenario",
+        "world_file",
+        "write_plots",
     ],
     "deviceplugin": [
         "DEFAULT_KUBELET_DIR",
         "DEVICE_PLUGIN_DIR",
         "HEALTHY",
+        "InProcessTransport",
         "KUBELET_SOCKET_NAME",
         "POD_RESOURCES_DIR",
         "PRE_START_CONTAINER_TIMEOUT",
+        "Transport",
+        "TransportName",
         "UNHEALTHY",
+        "UNIX",
         "VERSION",
         "abort",
         "from_rpc_error",
+        "transport_named",
     ],
     "discovery": [
         "Device",
@@ -311,9 +330,24 @@ FACES: dict[str, list[str]] = {
         "uvicorn_options",
     ],
     "sim": [
+        "ACTIONS",
+        "Expect",
         "Fleet",
+        "Mismatch",
+        "Observed",
+        "Scenario",
+        "ScenarioStep",
         "SimKubelet",
+        "check_expectations",
+        "device_resource",
+        "expectation_kinds",
+        "generate_scenario",
+        "holder_label",
+        "load_scenario",
+        "load_scenario_file",
+        "parse_duration",
         "recording",
+        "scenario_schema",
     ],
     "store": [
         "Admission",
@@ -415,7 +449,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 346
+    assert promised == 381
 
 
 def test_every_module_inside_a_package_is_private() -> None:

@@ -131,6 +131,7 @@ class _Host:
     def __init__(self, cache: NodeCache) -> None:
         self._cache = cache
         self.refused: list[tuple[str, str, str]] = []
+        self.dra = False
 
     @property
     def cache(self) -> NodeCache:
@@ -148,6 +149,9 @@ class _Host:
 
     def claim_refused(self, namespace: str, instance: str, reason: str) -> None:
         self.refused.append((namespace, instance, reason))
+
+    def dra_serves(self, record: Any) -> bool:
+        return self.dra
 
     def hold(self) -> Callable[[], None]:
         return lambda: None
@@ -253,3 +257,34 @@ async def test_a_cl_plugin_recomputes_only_the_part_of_the_instance_that_changed
     assert after == fresh()
     assert after != before  # one slot of the second Instance is held by another node now: one vdev less Healthy
     assert [plugin._parts[name][3] is kept[name] for name in names] == [True, False, True]
+
+
+@pytest.mark.parametrize(("dra", "preferred"), [(True, "-0"), (False, "-1")])
+async def test_an_il_preference_reads_the_store_when_a_dra_claim_may_hold_a_slot_the_cache_shows_free(
+    memory_store: MemoryStore, dra: bool, preferred: str
+) -> None:
+    """The cache (and the kubelet's device list) still shows slot 1 free and slot 0 held by node-b; in the store node-b
+    let slot 0 go and a DRA claim took slot 1. Served to DRA, the preference is read from the store and names slot 0
+    (slot 1 would fail Allocate); otherwise the cache is enough."""
+    name = "cams-8120fe"
+    stale = record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}}
+    stale["spec"] = {**stale["spec"], "nodes": ["node-a", "node-b"], "shared": True}
+    stale["spec"]["deviceUsage"] = {f"{name}-0": "node-b", f"{name}-1": ""}
+    created = await memory_store.create(stale)
+    cache = NodeCache(memory_store, "node-a", Supervisor("test"))
+    cache.instances.replace([created], int(created["metadata"]["resourceVersion"]))
+    fresh = dict(created)
+    fresh["spec"] = {**created["spec"], "deviceUsage": {f"{name}-0": "", f"{name}-1": "D:default/claim-1:node-a"}}
+    await memory_store.update(fresh)
+    host = _Host(cache)
+    host.dra = dra
+    plugin = plugins.InstancePlugin(host, "default", name, f"devplace.io/{name}")
+    request = api_pb2.PreferredAllocationRequest(
+        container_requests=[
+            api_pb2.ContainerPreferredAllocationRequest(
+                available_deviceIDs=[f"{name}-0", f"{name}-1"], allocation_size=1
+            )
+        ]
+    )
+    response = await plugin.GetPreferredAllocation(request, None)  # type: ignore[arg-type]
+    assert list(response.container_responses[0].deviceIDs) == [f"{name}{preferred}"]

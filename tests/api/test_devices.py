@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace import errors
+from devplace import api, errors
 from devplace.api import _devices as devices
 from devplace.api import normalize
 from devplace.api._devices import CL, FREE, IL
@@ -213,3 +213,16 @@ def test_dra_taken_takes_a_named_slot_or_free_ones_and_refuses_a_slot_someone_el
     with pytest.raises(errors.Conflict, match="has 0 free slot"):
         dra_taken("gpu", two, DRA("ns", "other", "node-b"), count=1)
     assert dra_released(two, "ns", "c") == usage
+
+
+def test_an_instance_without_claims_frees_only_their_slots_and_says_when_nothing_changes() -> None:
+    inst = {
+        "kind": "Instance",
+        "metadata": {"name": "cam"},
+        "spec": {"deviceUsage": {"cam-0": "D:ns/a:node-a", "cam-1": "D:ns/b:node-b", "cam-2": "node-a"}},
+    }
+    freed = api.instance_without_claims(inst, [("ns", "a")])
+    assert freed is not None
+    assert freed["spec"]["deviceUsage"] == {"cam-0": "", "cam-1": "D:ns/b:node-b", "cam-2": "node-a"}
+    assert inst["spec"]["deviceUsage"]["cam-0"] == "D:ns/a:node-a"  # the input is left as it was
+    assert api.instance_without_claims(inst, [("ns", "z"), ("other", "a")]) is None

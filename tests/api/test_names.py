@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devplace import errors
+from devplace import api, errors
 from devplace.api import _names as names
 
 
@@ -131,3 +131,23 @@ def test_every_label_is_a_subdomain_and_checks_never_raise(text: str) -> None:
         assert names.dns1123_subdomain_problem(text) is None
         assert names.label_key_problem(text) is None
     names.label_value_problem(text)
+
+
+def test_a_generated_suffix_uses_kubernetes_alphabet_and_is_the_same_for_the_same_seed() -> None:
+    first = api.generated_suffix("uid-1/gpu")
+    assert len(first) == 5
+    assert set(first) <= set("bcdfghjklmnpqrstvwxz2456789")
+    assert api.generated_suffix("uid-1/gpu") == first
+    assert api.generated_suffix("uid-2/gpu") != first
+
+
+def test_a_controller_reference_blocks_owner_deletion_and_leaves_out_an_unknown_uid() -> None:
+    assert api.controller_reference("v1", "Pod", "p", "u-1") == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "p",
+        "controller": True,
+        "blockOwnerDeletion": True,
+        "uid": "u-1",
+    }
+    assert "uid" not in api.controller_reference("akri.sh/v0", "Configuration", "c", None)

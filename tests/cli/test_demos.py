@@ -1,7 +1,7 @@
-"""`devplace demo`, the command: its options, its one-line errors and its exit code.
+"""`devplace demo`, the command: which scenarios it runs, on which store, what it prints, and its exit code.
 
-The tour itself (every act's narrated and checked outcomes, the narrator, the acts' pure parts) is tested in
-`tests/demo`; here the command is run as a user runs it, through the typer app.
+What the scenarios promise is tested in tests/demo/test_scenarios.py; here the command is run as a user runs it,
+through the typer app.
 """
 
 from __future__ import annotations
@@ -12,63 +12,79 @@ import yaml
 from typer.testing import CliRunner
 
 from devplace.cli import app
-from devplace.demo._runs import FLEET_EXAMPLE, example_path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def lines_of(text: str) -> list[str]:
-    return [line.strip() for line in text.splitlines()]
-
-
-def test_the_demo_without_a_store_uses_a_temporary_sqlite_file() -> None:
-    result = CliRunner().invoke(app, ["demo", "--act", "1"])
+def test_the_demo_runs_the_main_job_on_a_fresh_sqlite_store_narrated_by_its_say_lines() -> None:
+    result = CliRunner().invoke(app, ["demo"])
     assert result.exit_code == 0, result.stdout + result.stderr
-    first = result.stdout.splitlines()[0]
-    assert first.startswith("devplace demo: store sqlite:///")
-    assert "/devplace-demo-" in first
-    assert "== Act 2" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"devplace demo: scenario demo ({EXAMPLES / 'demo.yaml'}), store sqlite:///")
+    assert "/devplace-demo-" in lines[0]
+    assert lines[1].startswith("say: seed 000: node-a and node-b both see cam-1 and cam-2.")
+    steps = [line for line in lines if line.startswith("step ")]
+    assert steps[0] == "step 1/42 apply 1 manifest: ok (9 checks) [t=0s]"
+    assert all(": ok" in line for line in steps)
+    assert lines[-1].startswith("scenario demo: ok: 140/140 expectations held over 42 steps (")
+    assert not any("FAILED" in line for line in lines)
 
 
-def test_the_demo_with_a_missing_examples_directory_is_one_error_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["demo", "--store", "memory", "--examples", str(tmp_path / "none")])
+def test_several_scenarios_run_in_order_each_on_its_own_store_with_a_total() -> None:
+    result = CliRunner().invoke(app, ["demo", "seed-000", "seed-000-per-usage"])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    heads = [line for line in lines if line.startswith("devplace demo: ")]
+    assert [h.split(" (")[0] for h in heads] == [
+        "devplace demo: scenario seed-000",
+        "devplace demo: scenario seed-000-per-usage",
+    ]
+    assert heads[0].endswith("1-seed-000.db")
+    assert heads[1].endswith("2-seed-000-per-usage.db")
+    summaries = [line for line in lines if line.startswith("scenario ")]
+    assert [s.split(" expectations")[0] for s in summaries] == [
+        "scenario seed-000: ok: 39/39",
+        "scenario seed-000-per-usage: ok: 32/32",
+    ]
+    assert lines[-1].startswith("demo: ok: 71/71 expectations held over 2 scenarios (")
+
+
+def test_a_given_store_is_used(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mine.db'}"
+    result = CliRunner().invoke(app, ["demo", "seed-000", "--store", url])
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[0].endswith(f"store {url}")
+    assert (tmp_path / "mine.db").is_file()
+
+
+def test_a_broken_promise_is_named_by_step_and_field_and_exits_1(tmp_path: Path) -> None:
+    doc = yaml.safe_load((EXAMPLES / "scenarios" / "seed-000.yaml").read_text())
+    doc["spec"]["steps"][1]["expect"]["phases"]["onvif-broker"] = "Pending"
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result = CliRunner().invoke(app, ["demo", str(wrong)])
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: ")
-    assert len(result.stderr.splitlines()) == 1
+    lines = result.stdout.splitlines()
+    assert "step 2/5 run-pod onvif-broker: FAILED (9 checks) [t=0s]" in lines
+    assert "   FAILED phases.onvif-broker: wanted 'Pending', got 'Running'" in lines
+    assert lines[-1].startswith("scenario seed-000: FAILED: 38/39 expectations held over 5 steps (")
+    assert lines[-1].endswith("; failed steps: 2 (run-pod onvif-broker)")
+
+
+def test_a_bad_file_is_refused_with_line_and_column_before_any_scenario_runs(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    text = (EXAMPLES / "scenarios" / "seed-000.yaml").read_text()
+    bad.write_text(text.replace("run-pod: {name: greedy, node: node-b", "run-pod: {name: greedy, node: node-z"))
+    result = CliRunner().invoke(app, ["demo", "seed-000", str(bad)])
+    assert result.exit_code == 1
+    assert result.stdout == ""  # not even the good first scenario ran
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if "name: greedy" in t)
+    assert result.stderr.startswith(f"error: {bad}:{line}:")
+    assert "spec.steps[3].run-pod.node: unknown node 'node-z' (nodes: node-a, node-b)" in result.stderr
+
+
+def test_a_missing_scenario_is_one_error_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["demo", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 1
+    assert result.stderr == f"error: scenario: {tmp_path / 'none.yaml'}: no such file\n"
     assert result.stdout == ""
-
-
-def test_a_malformed_fleet_example_is_one_error_line_before_any_act(tmp_path: Path) -> None:
-    bad = tmp_path / "fleet.yaml"
-    bad.write_text("requests:\n  - post: /v2/projects\n    body: {metadata: {name: p}}\n")
-    result = CliRunner().invoke(app, ["demo", "--store", "memory", "--fleet-example", str(bad)])
-    assert result.exit_code == 1
-    assert result.stderr == f"error: {bad}: plan: must be a /v2/... path, got None\n"
-    assert result.stdout == ""
-
-
-def test_an_act_number_outside_1_to_5_is_a_usage_error() -> None:
-    for number in ("0", "6"):
-        result = CliRunner().invoke(app, ["demo", "--act", number])
-        assert result.exit_code == 2
-
-
-def test_an_outcome_other_than_the_seeds_is_reported_and_exits_1(tmp_path: Path) -> None:
-    """Without cluster-1's GPU, fwall lands elsewhere: the tour says so (FAILED, expected vs seen) and exits 1."""
-    doc = yaml.safe_load(example_path(*FLEET_EXAMPLE).read_text())
-    for request in doc["requests"]:
-        for node in (request["body"].get("spec") or {}).get("nodes") or []:
-            node["allocatable"].pop("nvidia.com/gpu", None)
-    changed = tmp_path / "no-gpu.yaml"
-    changed.write_text(yaml.safe_dump(doc))
-    result = CliRunner().invoke(app, ["demo", "--store", "memory", "--act", "4", "--fleet-example", str(changed)])
-    assert result.exit_code == 1
-    lines = lines_of(result.stdout)
-    # fwall still lands on cluster-1 (ties go to the lowest name), but not for the seed's reason: no GPU scored
-    failed = "fwall goes to edge/cluster-1 (score 0) (expected: edge/cluster-1 (score 9))"
-    assert f"FAILED: {failed}" in lines
-    assert any(
-        line.startswith("FAILED: requests memory=1G, cpu=4; limits memory=1G, cpu=4; nodeSelector") for line in lines
-    )
-    assert "demo: 2 of 8 expectations NOT met (acts 4):" in lines
-    assert f"act 4: {failed}" in lines
-    assert "ok: analytics goes to edge/cluster-3 -- the only cluster with QuickAssist" in lines
-    assert not any("GPU's weight decided" in line for line in lines)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import stat
@@ -18,7 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from devplace.cli import app
-from devplace.cli._servers import kubeconfig, listening_socket, server_url, write_private
+from devplace.cli._servers import kubeconfig, listening_socket, server_url
 from devplace.store import open_store
 from tests.servers import free_port, spawn_server
 
@@ -136,20 +135,6 @@ def test_the_kubeconfig_has_one_current_context_and_a_user_without_credentials()
     }
     assert config["clusters"] == [{"name": "devplace", "cluster": {"server": "http://127.0.0.1:8080"}}]
     assert config["users"] == [{"name": "devplace", "user": {}}]
-
-
-def test_a_private_file_is_replaced_whole_and_readable_by_its_owner_only(tmp_path: Path) -> None:
-    target = tmp_path / "config"
-    target.write_text("old")
-    target.chmod(0o644)
-    old_umask = os.umask(0)  # even a permissive umask must not make it readable by others
-    try:
-        write_private(target, "new")
-    finally:
-        os.umask(old_umask)
-    assert target.read_text() == "new"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
-    assert [p.name for p in tmp_path.iterdir()] == ["config"]  # no temporary file left behind
 
 
 def test_a_server_on_port_0_writes_a_kubeconfig_for_the_port_it_bound(tmp_path: Path) -> None:

@@ -335,6 +335,32 @@ async def test_a_deleted_node_leaves_every_instance_and_its_slots_are_freed(
     assert controller._deleted_nodes == set()  # once no Instance names node-b, nothing is kept about it
 
 
+async def test_a_controller_restarted_over_warm_informers_still_cleans_up_a_deleted_node(
+    store: Store, controller: Controller, clock: FakeClock
+) -> None:
+    # the fresh controller's views start from the shared feeds the first one filled: no change is heard for the
+    # Instances already there, yet it must know which nodes they name
+    shared = instance("akri-onvif-8120fe", ["node-a", "node-b"], usage={"akri-onvif-8120fe-0": "node-b"})
+    await apply(store, *NODES, configuration(services=False), shared)
+    await settle(controller, until=lambda: _count(store, "Pod", 2))
+    await controller.stop()
+    restarted = Controller(store, clock, resource_prefix="akri.sh")
+    restarted.start()
+    try:
+        await settle(restarted)
+        await store.delete("Node", "node-b")
+
+        async def cleaned() -> bool:
+            inst = await store.get("Instance", "akri-onvif-8120fe", "default")
+            return bool(inst["spec"]["nodes"] == ["node-a"])
+
+        await settle(restarted, until=cleaned)
+        inst = await store.get("Instance", "akri-onvif-8120fe", "default")
+        assert inst["spec"]["deviceUsage"] == {"akri-onvif-8120fe-0": ""}
+    finally:
+        await restarted.stop()
+
+
 async def test_a_node_not_ready_past_the_grace_is_cleaned_up(
     store: Store, controller: Controller, clock: FakeClock
 ) -> None:

@@ -108,7 +108,11 @@ HANDMADE: list[dict[str, Any]] = [
 def _examples() -> list[dict[str, Any]]:
     found = []
     for path in sorted((ROOT / "examples").rglob("*.yaml")):
-        found.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict) and "kind" in d)
+        found.extend(
+            d
+            for d in yaml.safe_load_all(path.read_text())
+            if isinstance(d, dict) and "kind" in d and d["kind"] != "Scenario"  # a scenario file, not a stored kind
+        )
     return found
 
 

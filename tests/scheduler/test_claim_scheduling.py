@@ -371,6 +371,26 @@ async def test_a_pod_deleted_between_its_claims_allocation_and_its_binding_leave
         await lifecycle.stop()
 
 
+async def test_a_slot_left_held_by_a_claims_interrupted_try_is_freed_once_the_claim_is_allocated_elsewhere(
+    store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
+) -> None:
+    """A scheduler stopped between its slot write and its claim write (SIGKILL, or a leader paused past its lease:
+    its cleanup is fenced) leaves the slot held for a claim that is not allocated; the next leader may allocate the
+    claim another device. The stale slot is then freed, so the device is not lost and another pod gets it."""
+    scheduler, lifecycle = cluster
+    await store.create(claim("mine"))
+    gpu = await store.get("Instance", "gpu-80g", "default")
+    await store.update({**gpu, "spec": {**gpu["spec"], "deviceUsage": {"gpu-80g-0": "D:default/mine:node-d"}}})
+    await store.create(pod("first", claim_name="mine"))
+    await settle(store, scheduler, lifecycle)
+    mine = await store.get("ResourceClaim", "mine", "default")
+    assert [r["device"] for r in mine["status"]["allocation"]["devices"]["results"]] == ["gpu-32gi"]
+    assert (await store.get("Instance", "gpu-80g", "default"))["spec"]["deviceUsage"] == {"gpu-80g-0": ""}
+    await store.create(pod("second", template="one-big-gpu"))
+    await settle(store, scheduler, lifecycle)
+    assert (await store.get("Pod", "second", "default"))["spec"]["nodeName"] == "node-d"
+
+
 # -- one truth: slots held through the device plugins are not given again through DRA ---------------------------------
 
 
@@ -529,3 +549,114 @@ async def test_an_extended_resource_a_node_offers_goes_through_its_device_plugin
     assert plugin["spec"]["nodeName"] == "node-a"  # node-a's GPU is 16G: only its device plugin serves the pod
     assert "extendedResourceClaimStatus" not in plugin.get("status", {})
     assert (await store.list("ResourceClaim", "default")).items == []
+
+
+def node_offering_cams() -> dict[str, Any]:
+    """node-a, its kubelet advertising the two slots of Instance `cam` as its Instance-level resource."""
+    allocatable = {**node("node-a")["status"]["allocatable"], "devplace.io/cam": "2"}
+    return {**node("node-a"), "status": {"allocatable": allocatable}}
+
+
+class WriteOrder(DelegatingStore):
+    """The store, recording every Instance slot write and Pod binding in the order they land."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.writes: list[str] = []
+
+    async def update(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        out = await self.inner.update(obj)
+        name = obj["metadata"]["name"]
+        if obj.get("kind") == "Instance":
+            self.writes.append(f"slots {name}: {sorted(h for h in obj['spec']['deviceUsage'].values() if h)}")
+        elif obj.get("kind") == "Pod" and (obj.get("spec") or {}).get("nodeName"):
+            self.writes.append(f"bind {name}")
+        return out
+
+
+async def test_a_burst_takes_its_claims_slots_before_it_binds_a_device_path_pod_to_the_same_device(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    """A pod asking the Instance-level resource and a pod with a claim on the same device, decided in one burst: the
+    claim's slot is in the Instance before the device-path pod is bound, so the kubelet that admits that pod (its
+    preference read from the store) cannot pick the slot the claim took."""
+    await store.create(normalize(CONFIGURATION))
+    await store.create(node_offering_cams())
+    await store.create(gpu_instance("cam", "node-a", "1G", capacity=2))
+    await store.create(two_slot_slice(False))
+    await store.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "cams"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "devplace.io"'}}]},
+        }
+    )
+    await store.create(
+        {**claim("one"), "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "cams"}}]}}}
+    )
+    plain = pod("a-plain")
+    plain["spec"] = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "app",
+                "resources": {"requests": {"devplace.io/cam": "1"}, "limits": {"devplace.io/cam": "1"}},
+            }
+        ]
+    }
+    await store.create(plain)
+    await store.create(pod("b-claim", claim_name="one"))
+    recorder = WriteOrder(store)
+    scheduler = Scheduler(recorder, clock)
+    await scheduler.start()
+    try:
+        await settle(store, scheduler)
+    finally:
+        await scheduler.stop()
+    assert recorder.writes == ["slots cam: ['D:default/one:node-a']", "bind b-claim", "bind a-plain"]
+
+
+async def test_dra_takes_no_slot_of_a_device_while_a_device_path_pod_asking_it_is_being_admitted(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    """A pod asking the Instance-level resource is bound to node-a, not yet admitted: its kubelet picks its slot from a
+    device list that may still show a slot free which a claim would take. DRA waits until the kubelet has decided
+    (the pod Running), then takes a free slot."""
+    await store.create(normalize(CONFIGURATION))
+    await store.create(node_offering_cams())
+    await store.create(gpu_instance("cam", "node-a", "1G", capacity=2))
+    await store.create(two_slot_slice(False))
+    await store.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "cams"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "devplace.io"'}}]},
+        }
+    )
+    await store.create(
+        {**claim("one"), "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "cams"}}]}}}
+    )
+    plain = pod("a-plain")
+    asks = {"devplace.io/cam": "1"}
+    plain["spec"] = {
+        "nodeName": "node-a",
+        "containers": [{"name": "main", "image": "app", "resources": {"requests": asks, "limits": asks}}],
+    }
+    plain = await store.create(plain)
+    await store.create(pod("b-claim", claim_name="one"))
+    scheduler = Scheduler(store, clock)
+    await scheduler.start()
+    try:
+        await settle(store, scheduler)
+        waiting = await store.get("Pod", "b-claim", "default")
+        assert "nodeName" not in waiting["spec"]
+        assert "allocation" not in ((await store.get("ResourceClaim", "one", "default")).get("status") or {})
+        await store.update({**plain, "status": {"phase": "Running"}})
+        await settle(store, scheduler)
+        assert (await store.get("Pod", "b-claim", "default"))["spec"]["nodeName"] == "node-a"
+        usage = (await store.get("Instance", "cam", "default"))["spec"]["deviceUsage"]
+        assert sorted(usage.values()) == ["", "D:default/one:node-a"]
+    finally:
+        await scheduler.stop()

@@ -245,3 +245,11 @@ def test_the_kubelets_status_keeps_the_schedulers_condition():
     failed = admissions.failed_status("OutOfx.io/d", "no", "t0")
     assert admissions.merged_status(current, failed) == {**failed, "conditions": current["conditions"]}
     assert admissions.merged_status(None, failed) == failed
+
+
+def test_the_kubelets_status_keeps_the_claims_made_for_the_pod():
+    claims = [{"name": "gpu", "resourceClaimName": "p-gpu-7x2k"}]
+    current = {"phase": "Pending", "resourceClaimStatuses": claims, "nominatedNodeName": "node-a"}
+    running = admissions.running_status(["main"], "t0")
+    merged = admissions.merged_status(current, running)
+    assert merged == {**running, "resourceClaimStatuses": claims, "nominatedNodeName": "node-a"}

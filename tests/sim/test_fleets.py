@@ -15,7 +15,7 @@ from devplace.deviceplugin.v1beta1 import api_pb2 as dp_pb2
 from devplace.sim import Fleet
 from devplace.store import InformerSet, MemoryStore
 from devplace.supervisors import Supervisor
-from tests.e2e.scenarios import broker_configuration
+from tests.e2e.scenarios import PLAIN_BROKER, broker_configuration
 from tests.sim.plugins import FakePlugin
 
 CONFIG = """
@@ -376,6 +376,49 @@ async def test_a_node_taken_down_is_not_waited_for_and_comes_back_with_its_node_
         assert await fleet.get("Node", "node-b") is not None
         [instance] = await fleet.list("Instance")
         assert sorted(instance["spec"]["nodes"]) == ["node-a", "node-b"]
+
+
+@pytest.mark.parametrize("deleted", [True, False], ids=["node-deleted", "node-kept"])
+async def test_a_node_back_after_its_shared_device_was_unplugged_while_it_was_down_settles(deleted: bool):
+    # the sequence tests/e2e/test_broker_machine.py found. With its Node deleted, the (restarted) controller drops
+    # node-a from the camera's Instance at once. With its Node kept (within the node grace) the Instance still names
+    # node-a: back up, it serves the camera's plugins and stops them as it finds the camera gone, and its kubelet
+    # must drop those plugins rather than wait for their sockets (it stayed busy in their handshakes for ever)
+    async with Fleet() as fleet:
+        for node in ("node-a", "node-b", "node-c"):
+            fleet.add_node(node)
+        await fleet.apply(broker_configuration("cams", capacity=2, details="kind: cam"))
+        pool = {"pool": {"size": 2, "mode": "dynamic"}}
+        await fleet.apply(
+            broker_configuration("sensors", strategy=pool, pod=PLAIN_BROKER, details="kind: sensor\nshared: false")
+        )
+        await fleet.settle()
+        fleet.plug("sensor-3", ["node-a"], {"kind": "sensor", "url": "sim://sensor-3"})
+        await fleet.settle()
+        fleet.plug("cam-1", ["node-a", "node-c"], {"kind": "cam", "url": "sim://cam-1"})
+        await fleet.settle()
+        await fleet.restart_part("controller")
+        await fleet.settle()
+        await fleet.stop_node("node-a", delete=deleted)
+        await fleet.settle()
+        [camera] = [i for i in await fleet.list("Instance") if i["spec"]["configurationName"] == "cams"]
+        assert sorted(camera["spec"]["nodes"]) == (["node-c"] if deleted else ["node-a", "node-c"])
+        fleet.unplug("cam-1")
+        await fleet.settle()
+
+        await fleet.start_node("node-a")
+        await fleet.settle()
+        kubelet = fleet.kubelet("node-a")
+        assert kubelet.busy_with() == []
+        assert list(kubelet.endpoints()) == ["akri.sh/sensors", "akri.sh/sensors-72f037"]
+        node = await fleet.get("Node", "node-a")
+        assert node is not None
+        assert sorted(r for r in node["status"]["capacity"] if r.startswith("akri.sh/")) == [
+            "akri.sh/sensors",
+            "akri.sh/sensors-72f037",
+        ]
+        [camera] = [i for i in await fleet.list("Instance") if i["spec"]["configurationName"] == "cams"]
+        assert camera["spec"]["nodes"] == []
 
 
 async def test_in_one_fleet_each_kind_is_listed_and_watched_once_however_many_parts_read_it():

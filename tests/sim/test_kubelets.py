@@ -16,6 +16,7 @@ from devplace.clocks import FakeClock
 from devplace.deviceplugin import _constants as constants
 from devplace.deviceplugin.podresources.v1 import api_pb2 as pr_pb2
 from devplace.deviceplugin.podresources.v1 import api_pb2_grpc as pr_grpc
+from devplace.sim import _kubelets as kubelets
 from devplace.sim._kubelets import SimKubelet
 from devplace.store import MemoryStore
 from tests.sim.plugins import FakePlugin
@@ -167,6 +168,35 @@ async def test_a_plugin_that_goes_away_is_removed_from_the_node_at_once(kubelet,
     assert RES not in node["status"]["capacity"]
     assert RES not in node["status"]["allocatable"]
     assert node["status"]["capacity"]["pods"] == "110"
+
+
+async def test_a_plugin_gone_before_the_kubelet_dials_it_ends_its_handshake_and_is_dropped(
+    kubelet, sock_dir, monkeypatch
+):
+    # a plugin that registered and went away at once (its server stopped, its socket removed) before the kubelet
+    # dialled it: only the socket's absence may end the handshake, not the RPC timeout
+    monkeypatch.setattr(kubelets, "_RPC_TIMEOUT", 3600.0)
+    gone = FakePlugin(sock_dir / constants.DEVICE_PLUGIN_DIR, RES, {"d0": H})
+    await gone.register(kubelet.registration_socket)
+    assert kubelet.registrations == 1
+    await eventually(kubelet.is_idle)
+    assert kubelet.endpoints() == {}
+    assert kubelet.busy_with() == []
+    node = await kubelet.store.get("Node", "node-a")
+    assert RES not in node["status"]["capacity"]
+
+
+async def test_a_fresh_plugin_registers_after_one_that_went_away_during_its_handshake(
+    kubelet, plugin_factory, sock_dir, monkeypatch
+):
+    monkeypatch.setattr(kubelets, "_RPC_TIMEOUT", 3600.0)
+    gone = FakePlugin(sock_dir / constants.DEVICE_PLUGIN_DIR, RES, {"d0": H})
+    await gone.register(kubelet.registration_socket)
+    await eventually(kubelet.is_idle)
+    fresh = await registered(kubelet, await plugin_factory(devices={"d0": H, "d1": U}))
+    assert kubelet.endpoints() == {RES: fresh.endpoint}
+    assert kubelet.devices(RES) == {"d0": H, "d1": U}
+    assert kubelet.registrations == 2
 
 
 async def test_an_admitted_pod_gets_the_lowest_free_healthy_devices_and_runs(kubelet, plugin_factory, memory_store):

@@ -144,6 +144,20 @@ async def test_run_writes_what_is_emitted_without_being_asked(memory_store: Memo
             await task
 
 
+async def test_ten_recorders_telling_of_one_object_at_one_instant_each_write_their_event(
+    memory_store: MemoryStore, clock: FakeClock
+) -> None:
+    """Ten agents refused the same slot at the same (fake) instant: their Event names must not collide."""
+    recorders = [EventRecorder(memory_store, "devplace-agent", clock, instance=f"node-{i}") for i in range(10)]
+    for recorder in recorders:
+        recorder.emit(pod(), "ClaimRefused", "held by another node", "Warning")
+    assert [await r.flush() for r in recorders] == [1] * 10
+    assert [r.failed for r in recorders] == [0] * 10
+    written = await events(memory_store)
+    assert sorted(e["reportingInstance"] for e in written) == [f"node-{i}" for i in range(10)]
+    assert all(e["metadata"]["name"].startswith("web.") for e in written)
+
+
 async def test_a_failed_write_is_counted_and_never_raised(clock: FakeClock) -> None:
     store = MemoryStore(clock=clock)
     await store.close()  # every call now raises Unavailable

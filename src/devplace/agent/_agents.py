@@ -53,9 +53,9 @@ from devplace.agent._reconcilers import Reconciler
 from devplace.agent._release_rules import DeviceKey
 from devplace.agent._releasers import Releaser
 from devplace.agent._slices import SlicePublisher
-from devplace.api import DevicePaths, usage_problems
+from devplace.api import DevicePaths, device_paths, usage_problems
 from devplace.clocks import Clock, SystemClock
-from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR
+from devplace.deviceplugin import DEVICE_PLUGIN_DIR, KUBELET_SOCKET_NAME, POD_RESOURCES_DIR, UNIX, Transport
 from devplace.discovery import Device, HandlerRegistry, RegistrationServer
 from devplace.store import Change, EventRecorder, Store
 from devplace.supervisors import Supervisor
@@ -92,6 +92,9 @@ class AgentConfig:
     """How a Configuration without the `devplace.io/device-paths` annotation is served (`api.device_paths`):
     `device-plugins` (none of its Instances in this node's ResourceSlices), `dra` (none of its IL or CL plugins) or
     `both` (safe under devplace's scheduler, which sees both paths' slots; not under a stock kube-scheduler)."""
+    transport: Transport = UNIX
+    """How the device plugins and PodResources reach the kubelet: grpc.aio over unix sockets, or a simulated fleet's
+    in-process transport (`deviceplugin.InProcessTransport`: the same messages and calls, no sockets)."""
 
 
 class Agent:
@@ -121,6 +124,7 @@ class Agent:
             clock,
             self._mark_plugins,
             config.device_paths,
+            config.transport,
         )
         self.reconciler = Reconciler(
             config.node,
@@ -142,6 +146,7 @@ class Agent:
             self.supervisor,
             clock,
             lambda: self.plugins.holds > 0,
+            config.transport,
         )
         self._registration: RegistrationServer | None = None
         self.slices = SlicePublisher(config.node, store, self._cache, self.supervisor, config.dra, config.device_paths)
@@ -173,6 +178,14 @@ class Agent:
 
     def allocated(self, keys: Iterable[DeviceKey]) -> None:
         self.releaser.allocated(keys)
+
+    def dra_serves(self, record: InstanceRecord) -> bool:
+        """Whether a DRA claim may hold slots of this Instance: this agent serves DRA and its Configuration is
+        published to DRA too."""
+        if self.dra is None:
+            return False
+        configuration = self._cache.configuration_obj(record.namespace, record.configuration)
+        return device_paths(configuration, self.config.device_paths) != "device-plugins"
 
     def claim_refused(self, namespace: str, instance: str, reason: str) -> None:
         record = self._cache.instance(namespace, instance)

@@ -86,6 +86,10 @@ class PluginHost(Protocol):
         """Called when a claim on an Instance is refused (an Event for users; never blocks)."""
         ...
 
+    def dra_serves(self, record: InstanceRecord) -> bool:
+        """Whether a DRA claim may hold slots of this Instance (it is published to DRA on this node)."""
+        ...
+
     def hold(self) -> Callable[[], None]:
         """Count the agent busy and hold back unforced ListAndWatch wake-ups and the follow-up work of claims until
         the returned function is called (once, when the Allocate's answer is on its way), so `Agent.is_idle` stays
@@ -274,6 +278,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     async def GetPreferredAllocation(
         self, request: api_pb2.PreferredAllocationRequest, context: Context
     ) -> api_pb2.PreferredAllocationResponse:
+        await self.refresh_for_preference()
         return api_pb2.PreferredAllocationResponse(
             container_responses=[
                 api_pb2.ContainerPreferredAllocationResponse(
@@ -284,6 +289,9 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 for req in request.container_requests
             ]
         )
+
+    async def refresh_for_preference(self) -> None:
+        """Bring what `prefer` reads up to date before it answers (nothing by default: the cache is enough)."""
 
     def prefer(self, available: list[str], must_include: list[str], size: int) -> list[str]:
         return slots.preferred_allocation(available, must_include, size, {})
@@ -401,6 +409,23 @@ class InstancePlugin(DevicePlugin):
 
     def __init__(self, host: PluginHost, namespace: str, instance: str, resource: str) -> None:
         super().__init__(host, namespace, instance, resource)
+        self._fresh: InstanceRecord | None = None
+        """The Instance as the store had it when GetPreferredAllocation asked (`refresh_for_preference`), for the
+        one `prefer` that follows."""
+
+    async def refresh_for_preference(self) -> None:
+        """Read the Instance from the store when a DRA claim may hold one of its slots: the scheduler binds a
+        device-path pod only after the claims of its burst took their slots, but this agent's cache (and so the
+        kubelet's device list) may not show such a slot yet, and a preference read from the cache could name it: the
+        pod would fail admission although another slot is free. A failed read keeps the cached view."""
+        cached = self.host.cache.instance(self.namespace, self.name)
+        if cached is None or not self.host.dra_serves(cached):
+            return
+        try:
+            obj = await self.host.cache.store.get("Instance", self.name, self.namespace)
+        except errors.DevplaceError:
+            return
+        self._fresh = InstanceRecord.from_wire(obj, previous=cached)
 
     def prefer(self, available: list[str], must_include: list[str], size: int) -> list[str]:
         """The slots to give, as this agent sees the Instance now: `must_include`, then slots this node may take
@@ -424,6 +449,9 @@ class InstancePlugin(DevicePlugin):
 
     def devices(self) -> list[slots.DeviceHealth]:
         record = self.host.cache.instance(self.namespace, self.name)
+        fresh, self._fresh = self._fresh, None
+        if fresh is not None and (record is None or fresh.resource_version > record.resource_version):
+            record = fresh
         if record is None:
             return []
         return slots.il_health(record.usage, self.host.node, device_healthy(record.broker_properties))

@@ -74,6 +74,7 @@ from devplace.deviceplugin.drahealth.v1alpha1 import api_pb2_grpc as health_v1al
 from devplace.deviceplugin.pluginregistration.v1 import api_pb2 as reg_pb2
 from devplace.deviceplugin.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from devplace.discovery import Device, Signal, device_healthy
+from devplace.files import write_atomically
 from devplace.store import Store
 
 log = logging.getLogger(__name__)
@@ -361,7 +362,8 @@ class DraPlugin:
         for device, device_edits in zip(state.devices, edits, strict=True):
             cdi.write_spec(self.cdi_dir, device.configuration, state.uid, device.device, device_edits)
         data = json.dumps(state.to_json()).encode()
-        cdi.write_atomic(self.state_dir / f"{state.uid}.json", data, durable=False)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.state_dir / f"{state.uid}.json", data, mode=0o644, sync="none")
 
     async def _claim(
         self, key: InstanceKey, wanted: tuple[str, ...], count: int, holder: DRA

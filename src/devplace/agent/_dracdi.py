@@ -15,7 +15,7 @@ unprepare:
   minor from the host's node) and its mounts (bind, `ro` when read-only). No `annotations`: a device's annotations
   need cdiVersion 0.6.0, which podman 4.3's CDI reader refuses as an unknown field (the whole file is then skipped).
 
-Writes are atomic and durable (`write_atomic`): a temporary file in the same directory, fsync, rename over the
+Writes are atomic and durable (`files.write_atomically`): a temporary file in the same directory, fsync, rename over the
 target, fsync of the directory, so a runtime reading the directory sees the old file or the new one, never half of
 one. Version 0.5.0 is the least one these fields need that Debian's podman 4.3 reads.
 """
@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from devplace.api import DRIVER
+from devplace.files import write_atomically
 
 CDI_VERSION = "0.5.0"
 DEFAULT_CDI_DIR = Path("/var/run/cdi")
@@ -97,34 +96,11 @@ def spec(configuration: str, claim_uid: str, device: str, edits: Edits) -> dict[
     return {"cdiVersion": CDI_VERSION, "kind": cdi_kind(configuration), "devices": [entry]}
 
 
-def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace `path` with `data` atomically (module docstring); `durable`: fsync the file and the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    if durable:
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
-
-
 def write_spec(directory: Path, configuration: str, claim_uid: str, device: str, edits: Edits) -> Path:
     """Write the spec of one prepared device; returns its path."""
     path = directory / spec_file_name(configuration, claim_uid, device)
-    write_atomic(path, json.dumps(spec(configuration, claim_uid, device, edits), indent=1).encode())
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(spec(configuration, claim_uid, device, edits), indent=1), mode=0o644, sync="all")
     return path
 
 

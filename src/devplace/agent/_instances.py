@@ -36,7 +36,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.agent import _slots as slots
-from devplace.api import Configuration, Instance, cdi_name
+from devplace.api import Configuration, Instance, cdi_name, controller_reference
 from devplace.discovery import Device
 from devplace.store import DELETE, Delete
 
@@ -184,15 +184,7 @@ def new_instance(configuration: Mapping[str, Any], device: Device, node: str) ->
     """The wire form of a new Instance for `device` seen by `node`, owned by `configuration` (a stored wire dict)."""
     cfg = Configuration.from_obj(configuration)
     name = instance_name(cfg.name, device.id, node, device.shared)
-    owner: dict[str, Any] = {
-        "apiVersion": cfg.api_version,
-        "kind": "Configuration",
-        "name": cfg.name,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-    if cfg.metadata.uid:
-        owner["uid"] = cfg.metadata.uid
+    owner = controller_reference(cfg.api_version, "Configuration", cfg.name, cfg.metadata.uid)
     obj: dict[str, Any] = {
         "apiVersion": cfg.api_version,
         "kind": "Instance",

@@ -49,7 +49,7 @@ from devplace.agent._sockets import DirectoryWatch
 from devplace.agent._writes import CONTENTION_CLOCK
 from devplace.api import DevicePaths, device_paths
 from devplace.clocks import Clock
-from devplace.deviceplugin import KUBELET_SOCKET_NAME
+from devplace.deviceplugin import KUBELET_SOCKET_NAME, UNIX, Transport
 from devplace.supervisors import Supervisor
 
 log = logging.getLogger(__name__)
@@ -82,9 +82,12 @@ class PluginSet:
         clock: Clock,
         mark: Callable[[], None],
         paths: DevicePaths = "both",
+        transport: Transport = UNIX,
     ) -> None:
-        """`paths`: the device paths of a Configuration without the annotation (`api.device_paths`)."""
+        """`paths`: the device paths of a Configuration without the annotation (`api.device_paths`); `transport`: how
+        plugins serve and register (`deviceplugin.Transport`)."""
         self.host = host
+        self.transport = transport
         self.node = host.node
         self.prefix = prefix
         self.plugin_dir = plugin_dir
@@ -196,7 +199,10 @@ class PluginSet:
     async def _start_plugin(self, key: PluginKey) -> None:
         kind, namespace, name = key
         server = PluginServer(
-            self._new_plugin(key), self.plugin_dir, endpoint_name(kind, namespace, name, self.plugin_dir)
+            self._new_plugin(key),
+            self.plugin_dir,
+            endpoint_name(kind, namespace, name, self.plugin_dir),
+            self.transport,
         )
         try:
             await server.start()

@@ -33,6 +33,7 @@ from devplace.agent._release_rules import DeviceKey, HeldSlot, PodKey
 from devplace.agent._servers import socket_identity
 from devplace.api import RESOURCE_PREFIXES
 from devplace.clocks import Clock
+from devplace.deviceplugin import UNIX, Transport
 from devplace.deviceplugin.podresources.v1 import api_pb2 as pr_pb2
 from devplace.deviceplugin.podresources.v1 import api_pb2_grpc as pr_grpc
 from devplace.store import Change
@@ -57,8 +58,10 @@ class Releaser:
         supervisor: Supervisor,
         clock: Clock,
         holding: Callable[[], bool],
+        transport: Transport = UNIX,
     ) -> None:
         self.node = node
+        self.transport = transport
         self.prefix = prefix
         self.release_grace = release_grace
         self.podresources_poll = podresources_poll
@@ -156,7 +159,7 @@ class Releaser:
         if socket_identity(self.podresources_socket) is None:
             return None
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(f"unix://{self.podresources_socket}")
+            self._channel = self.transport.channel(f"unix://{self.podresources_socket}")
         stub = pr_grpc.PodResourcesListerStub(self._channel)
         try:
             response = await stub.List(pr_pb2.ListPodResourcesRequest(), timeout=PODRESOURCES_TIMEOUT)

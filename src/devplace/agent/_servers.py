@@ -7,6 +7,9 @@ delete every plugin socket in the directory, so the agent watches kubelet.sock's
 change, restarts servers whose socket file is gone and registers every plugin again. Held slots are unaffected:
 they live in the store, and a plugin's list is recomputed from it.
 
+The transport (`deviceplugin.Transport`) is real grpc.aio by default; a simulated fleet at scale passes its
+in-process one, which keeps the socket files, messages and calls (`deviceplugin` module `transports`).
+
 Socket names: `dp-il-<namespace>_<instance>.sock` / `dp-cl-<namespace>_<configuration>.sock` (`_` cannot occur in
 Kubernetes names, so the two parts never blur). A path longer than AF_UNIX allows falls back to a hashed name.
 """
@@ -23,7 +26,7 @@ import grpc
 import grpc.aio
 
 from devplace.agent._deviceplugins import DevicePlugin
-from devplace.deviceplugin import VERSION, from_rpc_error
+from devplace.deviceplugin import UNIX, VERSION, Transport, from_rpc_error
 from devplace.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -53,12 +56,13 @@ def socket_identity(path: Path) -> tuple[int, int] | None:
 class PluginServer:
     """Serves one `DevicePlugin` on `<directory>/<endpoint>` and registers it with the kubelet."""
 
-    def __init__(self, plugin: DevicePlugin, directory: Path, endpoint: str) -> None:
+    def __init__(self, plugin: DevicePlugin, directory: Path, endpoint: str, transport: Transport = UNIX) -> None:
         self.plugin = plugin
+        self.transport = transport
         self.directory = directory
         self.endpoint = endpoint
         self.socket_path = directory / endpoint
-        self._server: grpc.aio.Server | None = None
+        self._server: grpc.aio.Server | None = None  # or the in-process transport's look-alike
         self._identity: tuple[int, int] | None = None
 
     @property
@@ -70,7 +74,7 @@ class PluginServer:
             return
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
-        server = grpc.aio.server()
+        server = self.transport.server()
         api_pb2_grpc.add_DevicePluginServicer_to_server(self.plugin, server)
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
@@ -110,7 +114,7 @@ class PluginServer:
                 get_preferred_allocation_available=self.plugin.preferred_allocation,
             ),
         )
-        async with grpc.aio.insecure_channel(f"unix://{kubelet_socket}") as channel:
+        async with self.transport.channel(f"unix://{kubelet_socket}") as channel:
             stub = api_pb2_grpc.RegistrationStub(channel)
             try:
                 await stub.Register(request, timeout=timeout)

@@ -65,6 +65,7 @@ from devplace.api._devices import (
     dra_released,
     dra_taken,
     format_holder,
+    instance_without_claims,
     named_node,
     parse_holder,
     released,
@@ -117,8 +118,10 @@ from devplace.api._manifests import (
 )
 from devplace.api._meta import SERVER_OWNED_METADATA, Model, ObjectMeta, Resource, invalid_from
 from devplace.api._names import (
+    controller_reference,
     dns1123_label_problem,
     dns1123_subdomain_problem,
+    generated_suffix,
     label_key_problem,
     label_value_problem,
     require_dns1123_subdomain,
@@ -210,6 +213,7 @@ __all__ = [
     "compile_class",
     "compile_configuration",
     "compile_selector",
+    "controller_reference",
     "decode_base64",
     "device_name",
     "device_paths",
@@ -220,9 +224,11 @@ __all__ = [
     "dra_taken",
     "extended_resource",
     "format_holder",
+    "generated_suffix",
     "instance_device",
     "instance_devices",
     "instance_properties",
+    "instance_without_claims",
     "invalid_from",
     "json_tree",
     "kinds",

@@ -52,7 +52,7 @@ number of values (`Gt` with two, `Exists` with one: `...values`), a value an ord
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
@@ -657,3 +657,14 @@ def dra_released(device_usage: Mapping[str, Any], namespace: str, claim: str) ->
     """`device_usage` with every slot held for claim `namespace/claim` (on any node) free again."""
     prefix = f"{_DRA_PREFIX}{namespace}/{claim}:"
     return {s: ("" if isinstance(v, str) and v.startswith(prefix) else v) for s, v in device_usage.items()}
+
+
+def instance_without_claims(instance: Mapping[str, Any], claims: Iterable[tuple[str, str]]) -> dict[str, Any] | None:
+    """`instance` (a stored wire dict) with every slot held for these `(namespace, claim)`s free again, or None when
+    it holds none of them (no write): the one decision behind every release of DRA slots, for a compare-and-swap."""
+    spec = dict(instance.get("spec") or {})
+    usage = spec.get("deviceUsage") or {}
+    out = dict(usage)
+    for namespace, claim in claims:
+        out = dra_released(out, namespace, claim)
+    return None if out == usage else {**instance, "spec": {**spec, "deviceUsage": out}}

@@ -12,7 +12,9 @@
 - `daemons`: `devplace scheduler | controller`;
 - `handlers`: `devplace handler nvml`, a built-in discovery handler as its own process;
 - `kubelets`: `devplace kubelet-sim`;
-- `demos`: `devplace demo`, which runs `devplace.demo`;
+- `demos`: `devplace demo` (`make demo`), which runs `examples/demo.yaml` as `devplace sim run` does;
+- `sims`: `devplace sim run | check | schema`, scenario files; `ups`: `devplace up` (a simulated cluster that keeps
+  running) and `devplace sim step` (one step sent to it);
 - `configs`: every option from `DEVPLACE_<OPTION>` and `--config FILE`; `logs`: `--log-level`, `--log-format`;
   `probes`: `--metrics-port`'s `/metrics`, `/livez`, `/readyz`.
 

@@ -24,7 +24,9 @@ from devplace.cli import _kubelets as kubelets
 from devplace.cli import _renders as renders
 from devplace.cli import _resources as resources
 from devplace.cli import _servers as servers
+from devplace.cli import _sims as sims
 from devplace.cli import _stores as stores
+from devplace.cli import _ups as ups
 from devplace.cli._configs import ConfigurableGroup
 from devplace.cli._resources import DEFAULT_STORE, STORE_URLS
 
@@ -91,7 +93,22 @@ def version() -> None:
     typer.echo(__version__)
 
 
-for module in (resources, explains, servers, agents, handlers, kubelets, daemons, emco, demos, crds, stores, renders):
+for module in (
+    resources,
+    explains,
+    servers,
+    agents,
+    handlers,
+    kubelets,
+    daemons,
+    emco,
+    demos,
+    crds,
+    stores,
+    renders,
+    sims,
+    ups,
+):
     module.register(app)
 
 

@@ -38,10 +38,8 @@ import contextlib
 import gc
 import ipaddress
 import logging
-import os
 import signal
 import socket
-import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,8 +50,19 @@ import yaml
 from devplace import errors
 from devplace.cli._logs import LogFormatOption, LogLevelOption, announce, configure_logging
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
+from devplace.files import write_atomically
 
 _FILE: dict[str, Any] = {"dir_okay": False, "exists": True, "readable": True}
+
+TokenAuthFileOption = Annotated[
+    Path | None,
+    typer.Option("--token-auth-file", help='Bearer tokens, lines of token,user,uid[,"group1,group2"]', **_FILE),
+]
+KubeconfigUserOption = Annotated[
+    str | None,
+    typer.Option("--kubeconfig-user", help="Put this user's token (from --token-auth-file) in --write-kubeconfig"),
+]
+"""The options `devplace server` and `devplace up` share."""
 
 
 def server(
@@ -78,14 +87,8 @@ def server(
             dir_okay=False,
         ),
     ] = None,
-    kubeconfig_user: Annotated[
-        str | None,
-        typer.Option("--kubeconfig-user", help="Put this user's token (from --token-auth-file) in --write-kubeconfig"),
-    ] = None,
-    token_auth_file: Annotated[
-        Path | None,
-        typer.Option("--token-auth-file", help='Bearer tokens, lines of token,user,uid[,"group1,group2"]', **_FILE),
-    ] = None,
+    kubeconfig_user: KubeconfigUserOption = None,
+    token_auth_file: TokenAuthFileOption = None,
     tls_cert_file: Annotated[
         Path | None, typer.Option("--tls-cert-file", help="Serve HTTPS with this certificate (PEM)", **_FILE)
     ] = None,
@@ -225,7 +228,7 @@ def server(
             if write_kubeconfig is not None:
                 try:
                     text = kubeconfig(server_url(host, bound, scheme), token=user_token, certificate_authority=trusted)
-                    write_private(write_kubeconfig, text)
+                    write_atomically(write_kubeconfig, text)  # 0600 from its creation
                 except OSError as e:
                     raise errors.Unavailable(f"cannot write {write_kubeconfig}: {e.strerror or e}") from e
             announce(f"devplace server: store {url}, listening on {scheme}://{shown}:{bound}")
@@ -301,22 +304,6 @@ def kubeconfig(
         "preferences": {},
     }
     return yaml.safe_dump(config, sort_keys=False)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Replace `path` with `text` atomically; the file is 0600 from its creation (never readable by others)."""
-    directory = path.parent
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)  # mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def wait_ready(

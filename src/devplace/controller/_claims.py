@@ -9,8 +9,8 @@ Pure decisions over plain wire dicts, then a thin shell (`ClaimLifecycle`: infor
 - `reservations(claim, pods)`: `status.reservedFor` without the pods that are gone (no pod of that uid) or finished
   (Succeeded or Failed);
 - `deallocated(claim)`: a claim allocated and reserved for nobody loses `status.allocation` and its delete-protection
-  finalizer, and the slots devplace's Instances hold for it (`D:<namespace>/<claim>:<node>`, `api.dra_released`) are
-  freed;
+  finalizer, and the slots devplace's Instances hold for it (`D:<namespace>/<claim>:<node>`,
+  `api.instance_without_claims`) are freed;
 - a claim made from a template whose pod is gone or finished is deleted once nobody holds it (devplace's store has no
   garbage collector, so this controller deletes it);
 - an Instance slot held for a claim that does not exist is freed at once; one held for a claim that exists but is
@@ -21,13 +21,12 @@ Pure decisions over plain wire dicts, then a thin shell (`ClaimLifecycle`: infor
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from devplace import errors
-from devplace.api import DRA, dra_released, parse_holder
+from devplace.api import DRA, controller_reference, generated_suffix, instance_without_claims, parse_holder
 from devplace.clocks import Clock
 from devplace.queues import WorkQueue
 from devplace.store import DELETE, Change, Delete, Informer, Store, cas
@@ -38,7 +37,6 @@ log = logging.getLogger(__name__)
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 _FINISHED = frozenset({"Succeeded", "Failed"})
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _AT_ONCE = 64
 """Keys handled concurrently: their writes overlap, each key's own steps stay in order."""
 
@@ -61,22 +59,14 @@ def claim_name_for(pod: Mapping[str, Any], entry: str) -> str:
     """The claim made for `pod`'s entry: `<pod>-<entry>-<5 characters>` (the pod and entry parts cut so that the
     name stays a DNS label of at most 63 characters, as Kubernetes' generated names are)."""
     meta = _meta(pod)
-    digest = hashlib.blake2b(f"{meta.get('uid')}/{entry}".encode(), digest_size=8).digest()
-    suffix = "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+    suffix = generated_suffix(f"{meta.get('uid')}/{entry}")
     base = f"{meta.get('name')}-{entry}"[:57].rstrip("-.")
     return f"{base}-{suffix}"
 
 
 def owner(pod: Mapping[str, Any]) -> dict[str, Any]:
     meta = _meta(pod)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return controller_reference("v1", "Pod", str(meta.get("name")), meta.get("uid"))
 
 
 def owner_uid(claim: Mapping[str, Any]) -> str | None:
@@ -420,12 +410,7 @@ class ClaimLifecycle:
         wanted = list(claims)
 
         def decide(current: dict[str, Any]) -> dict[str, Any] | None:
-            spec = dict(current.get("spec") or {})
-            usage = spec.get("deviceUsage") or {}
-            out = dict(usage)
-            for claim_namespace, claim in wanted:
-                out = dra_released(out, claim_namespace, claim)
-            return None if out == usage else {**current, "spec": {**spec, "deviceUsage": out}}
+            return instance_without_claims(current, wanted)
 
         try:
             written = await cas(

@@ -162,6 +162,11 @@ class Controller:
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
     def start(self) -> None:
+        # Views of feeds other parts already filled (a restart in the same process) hold Instances whose arrival no
+        # handler heard: count the nodes they name now, as `_on_instance` counts every later change.
+        self._node_refs = {}
+        for _, instance in self.instances.items():
+            self._count_nodes(instance, 1)
         self._unsubscribe = [
             self.configurations.subscribe(self._on_configuration),
             self.instances.subscribe(self._on_instance),
@@ -208,15 +213,18 @@ class Controller:
     def _on_configuration(self, change: Change[inputs.ConfigurationFacts]) -> None:
         self._mark(change.key)
 
+    def _count_nodes(self, instance: inputs.InstanceFacts, step: int) -> None:
+        for node in nodes.nodes_of(instance.wire):
+            count = self._node_refs.get(node, 0) + step
+            if count > 0:
+                self._node_refs[node] = count
+            else:
+                self._node_refs.pop(node, None)
+
     def _on_instance(self, change: Change[inputs.InstanceFacts]) -> None:
         for instance, step in ((change.old, -1), (change.new, 1)):
             if instance is not None:
-                for node in nodes.nodes_of(instance.wire):
-                    count = self._node_refs.get(node, 0) + step
-                    if count > 0:
-                        self._node_refs[node] = count
-                    else:
-                        self._node_refs.pop(node, None)
+                self._count_nodes(instance, step)
                 self._mark((instance.namespace, instance.configuration))
                 for group in self.configurations.by("group", instance.namespace):
                     self._mark((group.namespace, group.name))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devplace import errors
-from devplace.api import Configuration
+from devplace.api import Configuration, controller_reference
 
 RESOURCE_NAME_CONFLICT = "ResourceNameConflict"
 """The per-node condition the agent writes on a Configuration that lost a resource-name clash on that node."""
@@ -182,19 +182,8 @@ class ConfigurationFacts:
         )
 
     def owner_reference(self) -> dict[str, Any]:
-        return owner_reference(self.api_version, "Configuration", self.name, self.uid)
-
-
-def owner_reference(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+        return controller_reference(self.api_version, "Configuration", self.name, self.uid)
 
 
 def instance_owner(instance: InstanceFacts) -> dict[str, Any]:
-    return owner_reference(instance.api_version, "Instance", instance.name, instance.uid)
+    return controller_reference(instance.api_version, "Instance", instance.name, instance.uid)

@@ -1,27 +1,41 @@
-"""The narrated demo (`devplace demo`, what `make demo` runs): five acts that show and check the whole product.
+"""Scenarios over the simulated fleet, and what people see of them: `devplace sim run`, `devplace demo` (what
+`make demo` runs: `examples/demo.yaml`, the main job), `devplace up`.
 
-It is its own package, between the CLI and the parts it runs (the API server, the simulator, the remote store), so
-the CLI stays a thin shell over the parts: the `devplace demo` command (`devplace.cli._demos`) parses its options and
-calls `run_demo` here, handing in the CLI's renderers and apply (`tours.Rendering`, `acts_stores.Applier`), which
-the demo shows but, being below the CLI in the layers, never imports. The acts, and the server, simulator and remote
-store they run, load only when the demo runs.
+It is its own package, between the CLI and the parts it runs (the API server, the simulator), so the CLI stays a thin
+shell over the parts: the commands (`devplace.cli._sims`, `_demos`, `_ups`) parse their options and call in here. The
+demo is a scenario file like any other: its `say:` lines narrate, its `expect:` blocks check.
 
-- `runs`: running the demo: the acts in order on one store served by an in-process API server, each act's failure
-  reported and the next one still run; where the example files are.
-- `tours`: the narrator, `Tour`: headings, steps, tables, and every expectation checked and kept for the verdict.
-- `acts_stores`: act 1, the store, the API server and the CLI's apply.
-- `acts_devices`: acts 2 and 3, device sharing and contention on simulated nodes (seeds 000 and 001).
-- `acts_fleets`: act 4, hardware-aware fleet placement through `/v2` (seed 004).
-- `acts_classes`: act 5, resource classes and brokers (seeds 003 and 002).
+- `timelines`: running a scenario file (`devplace sim run`): `ScenarioRun` steps a `sim.Fleet`, samples the cluster
+  after every step, checks each `expect` block, and returns a `Report`.
+- `plots`: PNG plots of a run (`devplace sim run --plots DIR`, matplotlib from the `report` extra): availability and
+  pods over simulated time, held/allocatable per node, the fleet decision; `write_plots` returns each `Plot` with the
+  series it drew, so tests check a picture through its data.
+- `liveviews`: the live view on a terminal (rich): `LiveView(total_steps).on_step` redraws progress, nodes x
+  resources, slot holders, brokers and pending pods after every step.
+- `ups`: `devplace up`: `Up` keeps a scenario's fleet running with the API server, the `/sim/v1` control routes
+  (one step at a time), a ticker that moves simulated time with wall time, and the world saved beside the store.
 
 One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """
 
-from devplace.demo._runs import ACTS, run_demo
-from devplace.demo._tours import Tour
+from devplace.demo._liveviews import LiveView
+from devplace.demo._plots import Plot, Series, write_plots
+from devplace.demo._timelines import Report, Sample, ScenarioRun, StepRecord, run_scenario, scenario_path
+from devplace.demo._ups import SIM_PATH, Up, up_scenario, world_file
 
 __all__ = [
-    "ACTS",
-    "Tour",
-    "run_demo",
+    "SIM_PATH",
+    "LiveView",
+    "Plot",
+    "Report",
+    "Sample",
+    "ScenarioRun",
+    "Series",
+    "StepRecord",
+    "Up",
+    "run_scenario",
+    "scenario_path",
+    "up_scenario",
+    "world_file",
+    "write_plots",
 ]

@@ -1,7 +1,9 @@
 """The kubelet's device plugin (v1beta1), PodResources (v1) and DRA plugin protocols, and the gRPC error mapping.
 
 - `constants`: the protocol's version, socket names and directories, health values;
-- `errors`: the only translation between devplace errors and gRPC status codes.
+- `errors`: the only translation between devplace errors and gRPC status codes;
+- `transports`: how the protocols are carried: `UNIX` (grpc.aio over unix sockets) or an `InProcessTransport` (a
+  simulated fleet at scale: the same messages, calls and status codes, no sockets).
 
 The generated stubs are public, as the wire protocol they are: `devplace.deviceplugin.v1beta1` and
 `devplace.deviceplugin.podresources.v1`, and the kubelet's DRA protocols: `dra.v1` and `dra.v1beta1` (DRAPlugin),
@@ -23,6 +25,7 @@ from devplace.deviceplugin._constants import (
     VERSION,
 )
 from devplace.deviceplugin._errors import abort, from_rpc_error
+from devplace.deviceplugin._transports import UNIX, InProcessTransport, Transport, TransportName, transport_named
 
 __all__ = [
     "DEFAULT_KUBELET_DIR",
@@ -32,7 +35,12 @@ __all__ = [
     "POD_RESOURCES_DIR",
     "PRE_START_CONTAINER_TIMEOUT",
     "UNHEALTHY",
+    "UNIX",
     "VERSION",
+    "InProcessTransport",
+    "Transport",
+    "TransportName",
     "abort",
     "from_rpc_error",
+    "transport_named",
 ]

@@ -13,14 +13,14 @@ pod's uid>` (the same on every try), owned by the pod, annotated `resource.kuber
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from devplace.api import controller_reference, generated_suffix
+
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def extended_classes(device_classes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -77,8 +77,7 @@ def _count(value: Any) -> int | None:
 
 def claim_name(pod: Mapping[str, Any]) -> str:
     meta = pod.get("metadata") or {}
-    digest = hashlib.blake2b(f"{meta.get('uid')}/extended".encode(), digest_size=8).digest()
-    suffix = "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+    suffix = generated_suffix(f"{meta.get('uid')}/extended")
     return f"{str(meta.get('name'))[:30].rstrip('-.')}-extended-resources-{suffix}"
 
 
@@ -92,16 +91,7 @@ def extended_claim(pod: Mapping[str, Any], wanted: Iterable[Ask]) -> dict[str, A
             "name": claim_name(pod),
             "namespace": str(meta.get("namespace") or "default"),
             "annotations": {EXTENDED_CLAIM: "true"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": meta.get("name"),
-                    "uid": meta.get("uid"),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controller_reference("v1", "Pod", str(meta.get("name")), meta.get("uid"))],
         },
         "spec": {
             "devices": {

@@ -44,15 +44,16 @@ after every change that can move it and written by cas only where it differs fro
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from devplace import errors, metrics
-from devplace.api import DRA, DRIVER, Verdicts, binding, dra_released, dra_taken, resource_name, slot_index
+from devplace.api import DRA, DRIVER, Verdicts, binding, dra_taken, instance_without_claims, resource_name, slot_index
 from devplace.clocks import Clock
 from devplace.queues import WorkQueue
 from devplace.scheduler._allocations import Snapshot as ClaimSnapshot
@@ -124,11 +125,18 @@ class PodState:
     """`namespace/name` of the ResourceClaims the pod names and that are known (`podclaims.claimed_names`)."""
     claim_statuses: Any = field(default=None, hash=False)
     """`status.resourceClaimStatuses`: where the claims made from templates are recorded (the pod waits for them)."""
+    started: bool = False
+    """Its kubelet has admitted it (phase Running or later)."""
 
     @property
     def counted(self) -> bool:
         """Bound and not terminated: its requests and device slots count against its node."""
         return bool(self.node) and not self.terminal
+
+    @property
+    def admitting(self) -> bool:
+        """Bound, and its kubelet has not decided on it yet (the device plugin's slots for it are not chosen)."""
+        return self.counted and not self.started
 
 
 def pod_state(obj: dict[str, Any], previous: PodState | None) -> PodState:
@@ -161,6 +169,7 @@ def pod_state(obj: dict[str, Any], previous: PodState | None) -> PodState:
         node=str(spec.get("nodeName") or ""),
         scheduler_name=spec.get("schedulerName"),
         terminal=phase in _TERMINAL,
+        started=phase not in (None, "", "Pending"),
         info=info,
         invalid=invalid,
         slots=slots,
@@ -281,7 +290,7 @@ class Scheduler:
         self.instances: Informer[dict[str, Any]] = Informer(
             store,
             "Instance",
-            indexes={"configuration": lambda i: [_configuration_of(i)]},
+            indexes={"configuration": lambda i: [_configuration_of(i)], "claims": _dra_holders},
         )
         self.configurations: Informer[dict[str, Any]] = Informer(store, "Configuration")
         self.classes: Informer[_ClassState] = Informer(store, "ResourceClass", _class_state)
@@ -595,8 +604,13 @@ class Scheduler:
         held_after = new.slots if new is not None and new.counted else {}
         if held_before != held_after or (self.advertised_only and _extended(old) != _extended(new)):
             self._devices_changed()  # slots held, or (a broker's direct request) what its node offers, moved
-        if held_before != held_after and self._devplace_slices():
-            self._claim_snapshot = None  # the device path's holdings, which DRA counts too, moved
+        admitting = (old is not None and old.admitting) or (new is not None and new.admitting)
+        if self._devplace_slices() and (
+            held_before != held_after or (admitting and (old is None or new is None or old.started != new.started))
+        ):
+            self._claim_snapshot = None  # the device path's holdings (and admissions), which DRA counts too, moved
+            if old is not None and old.admitting and (new is None or not new.admitting):
+                self._requeue_unschedulable()  # an admission ended: DRA may take the device's free slots again
         if old is not None and old.counted and (new is None or not new.counted or new.node != old.node):
             self._requeue_unschedulable()  # a bound pod went: room on its node and its devices
         key = new.key if new is not None else old.key if old is not None else ""
@@ -748,15 +762,20 @@ class Scheduler:
         if not by_instance:
             return []
         promised: dict[str, int] = {}
+        admitting: set[str] = set()
         resources = self._dra_resources()
         for pod in self.pods.values():
             if pod.counted:
+                asked = set(pod.slots)
                 for device, n in pod.slots.items():
                     promised[device] = promised.get(device, 0) + n
                 if pod.info is not None:  # a pod asking the Instance's resource itself (a broker, a user's pod)
                     for name, n in pod.info.requests.extended.items():
                         if name in resources:
                             promised[resources[name]] = promised.get(resources[name], 0) + n
+                            asked.add(resources[name])
+                if pod.admitting:
+                    admitting |= asked
         for record in self.assumed.pods():  # decided, not yet seen bound: what they ask of the Instances directly
             if record.node_counted:
                 for name, n in record.requests.extended.items():
@@ -782,6 +801,10 @@ class Scheduler:
                 if isinstance(h, str) and h and not h.startswith("D:") and slot_index(name, s) is not None
             )
             count = max(len(held_slots), promised.get(name, 0))
+            if name in admitting:
+                # a device-path pod of this device is being admitted: its kubelet picks its slot from a list that
+                # may still show a free one DRA would take, so DRA takes none of this device's slots until it is
+                count = max(count, sum(1 for s in usage if slot_index(name, s) is not None))
             if count <= 0:
                 continue
             pool, device, _, shared = devices[0]
@@ -1000,16 +1023,22 @@ class Scheduler:
     async def _burst(self, keys: list[str]) -> None:
         started = time.perf_counter()
         self._unschedulable.difference_update(keys)  # decided again now: a refusal below marks it again
-        writes: list[Awaitable[None]] = []
+        claims: list[Callable[[], Awaitable[None]]] = []
+        writes: list[Callable[[], Awaitable[None]]] = []
         for state, decision in self.decide(keys):
             if isinstance(decision, Binding):
-                writes.append(self._bind(state, decision, started))
+                bind = functools.partial(self._bind, state, decision, started)
+                (claims if decision.claims else writes).append(bind)
             else:
                 self._unschedulable.add(state.key)
                 metrics.schedule_attempt("unschedulable", time.perf_counter() - started, self.name)
-                writes.append(self._refuse(state, decision.message))
-        for start in range(0, len(writes), _WRITES_AT_ONCE):
-            await asyncio.gather(*writes[start : start + _WRITES_AT_ONCE])
+                writes.append(functools.partial(self._refuse, state, decision.message))
+        # Pods with claims first: their slots are taken before any device-path pod of the burst is bound, so the
+        # kubelet admitting one (GetPreferredAllocation reads the Instance from the store) never picks such a slot.
+        # Each write starts only when its turn comes (a stop part-way leaves no coroutine made and never awaited).
+        for batch in (claims, writes):
+            for start in range(0, len(batch), _WRITES_AT_ONCE):
+                await asyncio.gather(*(write() for write in batch[start : start + _WRITES_AT_ONCE]))
 
     async def _bind(self, state: PodState, decision: Binding, started: float) -> None:
         """Commit one decision in kube-scheduler's order: the claims first (`_commit_claims`), then the binding through
@@ -1071,10 +1100,13 @@ class Scheduler:
         try:
             for key, allocation in decision.claims:
                 namespace, name = _split_key(key)
+                held: set[ObjKey] = set()
                 if allocation is not None:
                     taken.append(key)
-                    await self._take_slots(namespace, name, allocation, decision.node)
+                    held = await self._take_slots(namespace, name, allocation, decision.node)
                 await self._reserve_claim(namespace, name, allocation, state.wire)
+                if allocation is not None:  # slots an interrupted earlier try took elsewhere are stale now
+                    await self._release_slots(namespace, name, keep=held)
             if decision.extended_status is not None:
                 await self._extended_status(state, decision.extended_status)
         except errors.DevplaceError:
@@ -1158,9 +1190,12 @@ class Scheduler:
                 out.append((namespace, instance, slot if isinstance(slot, int) else 0, 1))
         return out
 
-    async def _take_slots(self, namespace: str, claim: str, allocation: Mapping[str, Any], node: str) -> None:
+    async def _take_slots(self, namespace: str, claim: str, allocation: Mapping[str, Any], node: str) -> set[ObjKey]:
+        """Hold the allocation's slots of devplace's Instances for the claim; the Instances held."""
         holder = DRA(namespace, claim, node)
+        held: set[ObjKey] = set()
         for ns, instance, slot, count in self._slot_wants(allocation):
+            held.add((ns, instance))
 
             def decide(
                 current: dict[str, Any], instance: str = instance, slot: int | None = slot, count: int = count
@@ -1172,20 +1207,21 @@ class Scheduler:
 
             written = await self._cas("Instance", f"{ns}/{instance}", decide, self.instances.get(ns, instance))
             self.instances.record(written.object)
+        return held
 
-    async def _release_slots(self, namespace: str, claim: str) -> None:
-        """Free every slot held for claim `namespace/claim` (best effort: the claim lifecycle repeats it)."""
-        prefix = f"D:{namespace}/{claim}:"
-        for key, instance in list(self.instances.items()):
-            usage = (instance.get("spec") or {}).get("deviceUsage") or {}
-            if not any(isinstance(v, str) and v.startswith(prefix) for v in usage.values()):
+    async def _release_slots(self, namespace: str, claim: str, *, keep: Collection[ObjKey] = ()) -> None:
+        """Free every slot held for claim `namespace/claim` on Instances other than `keep` (best effort: the claim
+        lifecycle repeats it for a claim left unallocated). With `keep` the claim's allocation just written: a
+        scheduler stopped between its slot write and its claim write (killed, or a leader paused past its lease whose
+        cleanup the fence refuses) leaves a slot held for the claim, which this scheduler may allocate elsewhere; the
+        lifecycle frees slots of unallocated claims only, so without this the device would stay held."""
+        for key in self.instances.keys_by("claims", f"{namespace}/{claim}"):
+            instance = self.instances.get(*key)
+            if key in keep or instance is None:
                 continue
 
             def decide(current: dict[str, Any]) -> dict[str, Any] | None:
-                spec = dict(current.get("spec") or {})
-                usage = spec.get("deviceUsage") or {}
-                want = dra_released(usage, namespace, claim)
-                return None if want == usage else {**current, "spec": {**spec, "deviceUsage": want}}
+                return instance_without_claims(current, [(namespace, claim)])
 
             try:
                 await self._cas("Instance", f"{key[0]}/{key[1]}", decide, instance)
@@ -1258,13 +1294,15 @@ class Scheduler:
             try:
                 self._status_dirty = False
                 statuses = self.class_statuses()
-                writes = [
-                    self._write_status(name, status.to_wire())
+                wanted = [
+                    (name, status.to_wire())
                     for name, status in sorted(statuses.items())
                     if (state := self.classes.get("", name)) is not None and state.status != status.to_wire()
                 ]
-                for start in range(0, len(writes), _WRITES_AT_ONCE):
-                    await asyncio.gather(*writes[start : start + _WRITES_AT_ONCE])
+                for start in range(0, len(wanted), _WRITES_AT_ONCE):
+                    await asyncio.gather(
+                        *(self._write_status(n, w) for n, w in wanted[start : start + _WRITES_AT_ONCE])
+                    )
             finally:
                 self._status_working = False
             await asyncio.sleep(0)
@@ -1304,6 +1342,12 @@ def _extended(state: PodState | None) -> Mapping[str, int]:
     if state is None or not state.counted or state.info is None:
         return {}
     return state.info.requests.extended
+
+
+def _dra_holders(instance: Mapping[str, Any]) -> list[str]:
+    """`namespace/claim` of the claims an Instance's slots are held for (`D:<namespace>/<claim>:<node>`)."""
+    usage = (instance.get("spec") or {}).get("deviceUsage") or {}
+    return sorted({v[2:].rpartition(":")[0] for v in usage.values() if isinstance(v, str) and v.startswith("D:")})
 
 
 def _configuration_of(instance: Mapping[str, Any]) -> ObjKey:

@@ -19,6 +19,9 @@ over one `Store`.
 - `reviews`: `kubectl auth can-i` and `whoami` (self reviews, answered from `authz`); `protobufs`: the protobuf
   envelope of the reviews kubectl sends as protobuf;
 - `emco`: the /v2 fleet API;
+- `classdevices`: the read-only `devices` subresource of ResourceClasses and DeviceClasses (what each selects);
+- `ui`: the dashboard at /ui (static files, live through the watch API) and Swagger UI at /docs, both without
+  outside assets;
 - `authn`, `authz`, `guards`: who a request comes from, what it may do, and the shells that enforce both;
 - `statuses`: the one place a devplace error becomes an HTTP status (why a PUT is a 409: a `Conflict`, stale
   resourceVersion, from the store's compare-and-swap; or a `Refused` rule).

@@ -3,7 +3,9 @@
 `create_app(store)` mounts the Kubernetes-style resource API (`devplace.server._resources`), the EMCO-style fleet
 API under /v2 (`devplace.server._emco`), `/healthz`, `/livez` and `/readyz` (`devplace.server._health`), `/metrics`
 (`devplace.server._metrics`, which also counts every request) and `/version`
-(the Kubernetes API level devplace serves, `kubeapi.versions`). The app does not own the store: whoever opened
+(the Kubernetes API level devplace serves, `kubeapi.versions`), the read-only `devices` subresource of
+ResourceClasses and DeviceClasses (`devplace.server._classdevices`), and the dashboard at /ui with Swagger UI at /docs
+(`devplace.server._ui`). The app does not own the store: whoever opened
 it closes it (the `devplace server` command does so after uvicorn stops).
 
 Errors: every failure becomes a `Status` body through `devplace.server._statuses` in one exception handler, in the
@@ -52,6 +54,7 @@ from devplace import __version__, errors
 from devplace.clocks import Clock, SystemClock
 from devplace.kubeapi import version_info
 from devplace.server import _authn as authn
+from devplace.server import _classdevices as classdevices
 from devplace.server import _deployments as deployments
 from devplace.server import _discoveries as discoveries
 from devplace.server import _emco as emco
@@ -64,6 +67,7 @@ from devplace.server import _patches as patches
 from devplace.server import _resources as resources
 from devplace.server import _reviews as reviews
 from devplace.server import _statuses as http_errors
+from devplace.server import _ui as ui
 from devplace.server._bodies import BodyGuard
 from devplace.server._connections import ConnectionLimits
 from devplace.server._framing import RequestFraming
@@ -209,6 +213,7 @@ def create_app(
         version=__version__,
         summary="Kubernetes-style resource API and EMCO-style fleet API over one devplace store",
         openapi_url="/openapi.json",
+        docs_url=None,  # `server.ui` serves /docs with Swagger UI's files vendored, so it works offline
         redoc_url=None,
     )
     app.add_middleware(BodyGuard, limit=max_body_bytes, refuse=_refuse)
@@ -241,10 +246,12 @@ def create_app(
     app.include_router(reviews.router(store))  # before the resource routes, whose paths would match them
     app.include_router(resources.router(store, clock=clock, bookmark_interval=watch_bookmark_interval))
     app.include_router(patches.router(store, clock=clock))
+    app.include_router(classdevices.router(store))
     app.include_router(health.router(store))
     app.include_router(request_metrics.router())
     app.include_router(discoveries.router())
     app.include_router(openapis.router())
+    app.include_router(ui.router())
     if fleet_api:
         app.include_router(emco.router(store))
     return app

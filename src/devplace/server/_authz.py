@@ -97,8 +97,9 @@ Source = tuple[str, str, str]
 """(kind, namespace, name) of a ConfigMap or Secret a Configuration reads."""
 
 READS: frozenset[str] = frozenset({"get", "list", "watch"})
-PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version"})
-_PUBLIC_PREFIXES = ("/livez/", "/readyz/")  # single health checks (`server.health`)
+PUBLIC_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/ui"})
+_PUBLIC_PREFIXES = ("/livez/", "/readyz/", "/ui/")  # single health checks (`server.health`); the dashboard's files
+# (`server.ui`: static, no data; the page asks for a token and every request it makes for data carries it)
 ADMIN_GROUPS = frozenset({"admin", "system:masters"})
 READER_GROUPS = frozenset({"reader"})
 NODE_PREFIXES = ("system:node:", "node:")
@@ -239,6 +240,9 @@ def action_of(method: str, path: str, query: str = "") -> Action:
         operation = segments[1] if len(segments) > 1 else ""
         verb: Verb = ("watch" if operation == "watch" else "get") if reading else write_verb
         return Action(verb, "store", path, name=operation, fields=fields)
+    if head == "sim":  # `devplace up`'s simulation control (`demo.ups`): reading it is `get nodes`, a step `update
+        # nodes`; as subresource `sim`, so a node identity reads it as it reads Nodes but runs no step (steps touch all)
+        return Action("get" if reading else "update", "resource", path, "Node", "nodes", subresource="sim")
     if head not in ("api", "apis"):
         return Action("get" if reading else write_verb, "other", path)
     rest = segments[2:] if head == "api" else segments[3:]

@@ -2,11 +2,11 @@
 that checks each write a node identity's request makes.
 
 `AccessGuard` (ASGI middleware, in front of the body reader): authenticates the request (`server.authn.Auth`):
-bad credentials are 401 `Unauthorized`, none at all are 401 except on /healthz, /livez, /readyz and /version. Then it
-asks `authz.authorize` with the request's `authz.action_of`; a refusal is 403 `Forbidden`, a `Status` whose message
-names the rule. It lists Configurations (to know which ConfigMaps and Secrets they name) only when a node identity
-reads one of those. An allowed request runs with its principal in a context variable and its user in
-`scope["devplace.user"]` (the watch limit counts by it).
+bad credentials are 401 `Unauthorized`, none at all are 401 except on /healthz, /livez, /readyz, /version and the
+dashboard's files (/ui). Then it asks `authz.authorize` with the request's `authz.action_of`; a refusal is 403
+`Forbidden`, a `Status` whose message names the rule. It lists Configurations (to know which ConfigMaps and Secrets
+they name) only when a node identity reads one of those. An allowed request runs with its principal in a context
+variable and its user in `scope["devplace.user"]` (the watch limit counts by it).
 
 `GuardedStore` wraps the store the routes use. For a request of a node identity it asks `authz.admit` on every
 operation: the object read for a Pod get, the object to create, the stored object and its replacement for an update,

@@ -309,13 +309,19 @@ def failed_status(reason: str, message: str, now: str) -> dict[str, Any]:
     return {"phase": "Failed", "reason": reason, "message": message, "startTime": now}
 
 
+OTHERS_STATUS_FIELDS = ("resourceClaimStatuses", "extendedResourceClaimStatus", "nominatedNodeName")
+"""Pod status fields other parts own (the claim controller, the scheduler): a kubelet's status write keeps them."""
+
+
 def merged_status(current: Mapping[str, Any] | None, status: Mapping[str, Any]) -> dict[str, Any]:
-    """The kubelet's `status` over the pod's current one: its fields replace the old, and conditions of other types
-    (the scheduler's `PodScheduled`) are kept, ahead of the kubelet's own."""
+    """The kubelet's `status` over the pod's current one: its fields replace the old, conditions of other types
+    (the scheduler's `PodScheduled`) are kept, ahead of the kubelet's own, and so are the fields other parts own
+    (`OTHERS_STATUS_FIELDS`: the claims made for the pod)."""
     mine = list(status.get("conditions") or [])
     types = {c.get("type") for c in mine}
     kept = [c for c in (current or {}).get("conditions") or [] if isinstance(c, Mapping) and c.get("type") not in types]
-    out = dict(status)
+    out = {k: v for k, v in (current or {}).items() if k in OTHERS_STATUS_FIELDS}
+    out.update(status)
     if kept or mine:
         out["conditions"] = [*kept, *mine]
     return out

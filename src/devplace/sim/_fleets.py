@@ -3,6 +3,8 @@
 Per node it runs a real agent (`devplace.agent.Agent`) and a simulated kubelet (`SimKubelet`) that talk over real gRPC
 on unix sockets under a short temporary directory (AF_UNIX paths are limited to 107 bytes), and a `sim` discovery
 handler reading a shared device `World`. Nothing is mocked: what a test sees here is what a node would do.
+`Fleet(transport="inprocess")` carries the same gRPC messages and calls between kubelets and agents in process
+(`deviceplugin.InProcessTransport`, for hundreds of nodes); the default stays on real sockets.
 
 Time: `fleet.clock` is a `FakeClock`. It moves only when told: `await fleet.clock.advance(s)` wakes sleepers (grace
 periods, PodResources polls) but does not wait for the work they start, so callers `await fleet.settle()` afterwards;
@@ -63,6 +65,7 @@ from devplace.api import (
 )
 from devplace.clocks import FakeClock, SystemClock
 from devplace.controller import ClassMatcher, Controller
+from devplace.deviceplugin import TransportName, transport_named
 from devplace.discovery import HandlerRegistry, World, builtin_registry
 from devplace.scheduler import ADMISSION, POD_SCHEDULED, Scheduler, Strategy
 from devplace.sim._kubelets import SimKubelet
@@ -141,6 +144,7 @@ class Fleet:
         pending_grace: float = 300.0,
         dra: bool = False,
         device_paths: DevicePaths = "both",
+        transport: TransportName = "unix",
     ) -> None:
         """`scheduler` runs the resource-class `Scheduler` (device-selection `strategy`); `controller` runs the broker
         `Controller` (with `node_grace` and `pending_grace`) and the `ClassMatcher` its group members by class use.
@@ -148,8 +152,12 @@ class Fleet:
         kubelet's DRA plugin and publishes its local devices' ResourceSlices (the controller the shared ones), and
         every simulated kubelet prepares pods' ResourceClaims through it (CDI specs in
         `<kubelet dir>/cdi`). `device_paths`: the agents' and the controller's default for a Configuration without
-        the `devplace.io/device-paths` annotation (`api.device_paths`; `both`: devplace's scheduler sees both paths)."""
+        the `devplace.io/device-paths` annotation (`api.device_paths`; `both`: devplace's scheduler sees both paths).
+        `transport`: how kubelets and agents talk: `unix` (the default: a real gRPC server per plugin, on unix
+        sockets) or `inprocess` (`deviceplugin.InProcessTransport`: the same messages, calls and socket files without
+        sockets, for fleets of hundreds of nodes; DRA's plugins stay on sockets)."""
         self.clock = clock or FakeClock()
+        self.transport = transport_named(transport)
         self.world = World()
         self.resource_prefix = resource_prefix
         """An override of every extended resource's prefix; None: each Configuration's API group (`api.devices`)."""
@@ -189,7 +197,7 @@ class Fleet:
             self._materialize(parts)
         self._entered = True
         try:
-            await asyncio.gather(*(self._start_node(parts) for parts in self._nodes.values()))
+            await asyncio.gather(*(self._start_node(parts) for parts in self._nodes.values() if not parts.down))
             for cluster_part in self._parts_by_name.values():
                 await self._start_part(cluster_part)
         except BaseException:
@@ -241,19 +249,22 @@ class Fleet:
 
     # -- nodes -----------------------------------------------------------------------------------------------------
 
-    def add_node(self, name: str) -> None:
-        """Add a node (agent + kubelet). Starts on enter, or at once when the fleet runs (`settle` awaits it)."""
+    def add_node(self, name: str, *, down: bool = False) -> None:
+        """Add a node (agent + kubelet). Starts on enter, or at once when the fleet runs (`settle` awaits it).
+        With `down` it is added as `stop_node` leaves one (nothing runs, nothing is written) until `start_node`:
+        `devplace up` restores a saved world so, without the node registering for a moment first."""
         problem = dns1123_subdomain_problem(name)
         if problem:
             raise errors.Invalid.field("name", problem)
         if name in self._nodes:
             raise errors.AlreadyExists(f"node {name} is already in the fleet")
         handlers = builtin_registry(name, world=self.world, clock=self.clock)
-        parts = _NodeParts(name, len(self._nodes), handlers)
+        parts = _NodeParts(name, len(self._nodes), handlers, down=down)
         self._nodes[name] = parts
         if self._entered:
             self._materialize(parts)
-            parts.starting = asyncio.get_running_loop().create_task(self._start_node(parts), name=f"start-{name}")
+            if not down:
+                parts.starting = asyncio.get_running_loop().create_task(self._start_node(parts), name=f"start-{name}")
 
     def _materialize(self, parts: _NodeParts) -> None:
         """Give a node its kubelet directory (short: `<root>/n<index>`), kubelet and agent config."""
@@ -270,9 +281,12 @@ class Fleet:
             dra=self.dra,
             cdi_dir=kubelet_dir / "cdi",
             device_paths=self.device_paths,
+            transport=self.transport,
         )
         cdi_dirs = [kubelet_dir / "cdi"] if self.dra else None
-        parts.kubelet = SimKubelet(parts.name, kubelet_dir, self._store, self.clock, cdi_dirs=cdi_dirs)
+        parts.kubelet = SimKubelet(
+            parts.name, kubelet_dir, self._store, self.clock, cdi_dirs=cdi_dirs, transport=self.transport
+        )
 
     async def _start_node(self, parts: _NodeParts) -> None:
         assert parts.kubelet is not None

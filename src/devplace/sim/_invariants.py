@@ -1,6 +1,6 @@
 """Invariants of device sharing, checked over the Instance states a store watch delivered.
 
-Used by the demo (`devplace demo`, act 3) and by the end-to-end tests, so both check the same rules the same way:
+Used by the end-to-end tests (seed 001's contention, the broker state machine), so they check the same rules alike:
 
 - No double booking: between two consecutive states of an Instance, no slot passes straight from one holder to
   another (an Instance-level hold `node-a` is not a Configuration-level hold `C:<vdev>:node-a`). Every change of a

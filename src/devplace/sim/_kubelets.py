@@ -6,8 +6,9 @@ It reproduces the kubelet behaviour devplace's agent depends on (shared/referenc
   a resource held by another *live* endpoint is refused, while a re-registration of the same endpoint, or one whose
   predecessor is gone (stream ended or socket removed), replaces it.
 - For every registered plugin: dial `<kubelet_dir>/device-plugins/<endpoint>`, GetDevicePluginOptions, then consume
-  ListAndWatch. Capacity = every advertised device, allocatable = the Healthy ones; the Node object in the store
-  follows, and a resource whose plugin goes is removed from the Node at once.
+  ListAndWatch, both failing fast: a plugin that went away before or during this handshake (its socket gone or
+  refusing) is dropped at once instead of holding the kubelet busy. Capacity = every advertised device, allocatable =
+  the Healthy ones; the Node object in the store follows, and a resource whose plugin goes is removed from it at once.
 - Pods bound to the node (`spec.nodeName`) are admitted once, serially, in watch order (admission decisions are the
   pure functions in `devplace.sim._admissions`): too few Healthy free devices -> `Failed` with reason
   `OutOf<resource>`; otherwise per container and resource: GetPreferredAllocation when offered, Allocate (an error
@@ -62,7 +63,9 @@ from devplace.deviceplugin import (
     KUBELET_SOCKET_NAME,
     POD_RESOURCES_DIR,
     PRE_START_CONTAINER_TIMEOUT,
+    UNIX,
     VERSION,
+    Transport,
     abort,
     from_rpc_error,
 )
@@ -242,6 +245,7 @@ class SimKubelet:
         node_status_interval: float = 0.0,
         recover: bool = False,
         cdi_dirs: Sequence[Path] | None = None,
+        transport: Transport = UNIX,
     ) -> None:
         """`device_order`: how free devices are offered when the plugin states no preference. "random" (default) is
         what a real kubelet does (it takes them from an unordered set), from a generator seeded with `seed` (default:
@@ -252,8 +256,11 @@ class SimKubelet:
         kubelet process that restarted; off by default: a simulated kubelet object keeps its allocations itself).
         `cdi_dirs`: speak DRA (`drakubelets`): pods' ResourceClaims are prepared through the DRA plugins registered
         in `<kubelet_dir>/plugins_registry/` before the pod runs, their CDI ids resolved in these directories, and
-        unprepared after the last pod using them stops (None, the default: pods' claims are not looked at)."""
+        unprepared after the last pod using them stops (None, the default: pods' claims are not looked at).
+        `transport`: how Registration, PodResources and the plugins' DevicePlugin service are carried (real gRPC on
+        unix sockets by default; `deviceplugin.InProcessTransport` for a fleet at scale; DRA stays on sockets)."""
         self.node = node
+        self.transport = transport
         self.kubelet_dir = Path(kubelet_dir)
         self.store = store
         self.clock = clock
@@ -348,10 +355,10 @@ class SimKubelet:
         for path in self._socket_paths():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.unlink(missing_ok=True)
-        registration = grpc.aio.server()
+        registration = self.transport.server()
         dp_grpc.add_RegistrationServicer_to_server(_Registration(self), registration)
         registration.add_insecure_port(f"unix://{self.registration_socket}")
-        lister = grpc.aio.server()
+        lister = self.transport.server()
         pr_grpc.add_PodResourcesListerServicer_to_server(_PodResources(self), lister)
         lister.add_insecure_port(f"unix://{self.pod_resources_socket}")
         await lister.start()
@@ -482,12 +489,19 @@ class SimKubelet:
                 await ep.task
 
     async def _consume(self, ep: _Endpoint) -> None:
-        channel = grpc.aio.insecure_channel(f"unix://{ep.path}")
+        """The handshake (GetDevicePluginOptions, then the first ListAndWatch list), then the stream until it ends.
+
+        Both calls fail fast instead of waiting for the plugin's socket to be ready: a plugin registers only once it
+        serves, so a socket that refuses or is gone means the plugin went away (stopped between its Register and our
+        dial, or between the two calls). The endpoint is then dropped and its handshake ends, as a real kubelet drops
+        an endpoint whose ListAndWatch fails; a fresh plugin registers again. Waiting instead held the handshake busy
+        until the RPC timeout, or forever for ListAndWatch, which has none."""
+        channel = self.transport.channel(f"unix://{ep.path}")
         try:
             stub = dp_grpc.DevicePluginStub(channel)
             ep.stub = stub
-            ep.options = await stub.GetDevicePluginOptions(dp_pb2.Empty(), timeout=_RPC_TIMEOUT, wait_for_ready=True)
-            async for response in stub.ListAndWatch(dp_pb2.Empty(), wait_for_ready=True):
+            ep.options = await stub.GetDevicePluginOptions(dp_pb2.Empty(), timeout=_RPC_TIMEOUT)
+            async for response in stub.ListAndWatch(dp_pb2.Empty()):
                 ep.devices = {d.ID: d.health for d in response.devices}
                 self._mark_node_dirty()
                 ep.synced_now()

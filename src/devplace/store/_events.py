@@ -15,8 +15,9 @@ Rules, as Kubernetes' event recorders have them:
   `reportingComponent` / `source.component` the component, `reportingInstance` the instance, `action` the reason
   unless given. A repeat of an event written less than `series_window` seconds ago (Kubernetes: 6 minutes) updates
   that Event by compare-and-swap: `count` and `series.count` grow, `lastTimestamp` and `series.lastObservedTime`
-  move; an older one starts a new Event. Names are `<object>.<hex nanoseconds>`, as Kubernetes names them; events
-  about cluster-scoped objects go to the `default` namespace.
+  move; an older one starts a new Event. Names are `<object>.<hex nanoseconds>`, as Kubernetes names them, plus a
+  per-recorder offset (a digest of component and instance) so two recorders naming at one instant do not collide;
+  events about cluster-scoped objects go to the `default` namespace.
 - Bounded in the store: `sweep` (run every `sweep_interval` by `run`) deletes its own Events (its component's, by
   its instance) last seen more than `ttl` seconds ago (Kubernetes keeps events an hour), and the oldest beyond
   `max_events`. Writes that fail (the store away) are logged and dropped: an event is advice, and a part must never
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -140,7 +142,11 @@ class EventRecorder:
         self._pending: OrderedDict[_Key, _Pending] = OrderedDict()
         self._series: OrderedDict[_Key, _Series] = OrderedDict()
         self._wake = asyncio.Event()
-        self._sequence = 0
+        # Recorders of different parts (ten agents refusing one slot) may name events about one object at the same
+        # instant (a fake clock that stands still): each counts from its own offset, so their names do not collide.
+        self._sequence = (
+            int(hashlib.blake2b(f"{component}/{self.instance}".encode(), digest_size=3).hexdigest(), 16) << 8
+        )
 
     # -- emitting (never blocks) -------------------------------------------------------------------------------------
 
