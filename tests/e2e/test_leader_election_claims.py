@@ -42,9 +42,10 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.api import DeviceSelector, Requirement, compile_class, instance_device
+from devplace.api import DeviceSelector, Requirement, compile_class
 from devplace.store import Event, Store, open_store
 from tests.processes import Cluster, Daemon, Daemons, poll_until
+from tests.scheduler.builders import gpu_instance_object, gpu_slice, node_object
 
 WAIT = 45.0
 """Seconds any one wait may take before the test fails as hung (a takeover needs about lease + retry, 3.3 s)."""
@@ -63,60 +64,7 @@ DEVICES = len(NODES) * GPUS_PER_NODE
 CLASS = "gpus"
 TEMPLATE = "one-gpu"
 
-CONFIGURATION = {  # what the slice's device attributes are computed from (not stored: no device plugin path here)
-    "apiVersion": "devplace.io/v1alpha1",
-    "kind": "Configuration",
-    "metadata": {"name": "gpus", "namespace": "default"},
-    "spec": {"discoveryHandler": {"name": "udev"}, "deviceKind": "nvidia-gpu", "capacity": 1},
-}
-
-
 # -- the cluster's objects (the shapes of tests/scheduler/test_claim_scheduling.py) --------------------------------
-
-
-def gpu_instance(name: str, node: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "devplace.io/v1alpha1",
-        "kind": "Instance",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "configurationName": "gpus",
-            "capacity": 1,
-            "shared": False,
-            "nodes": [node],
-            "deviceUsage": {f"{name}-0": ""},
-            "brokerProperties": {"memory": "80G"},
-        },
-    }
-
-
-def slice_for(node: str, instances: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the agent publishes for a node's Instances: one device per Instance, named as it, in the node's pool."""
-    devices = []
-    for inst in instances:
-        device = instance_device(inst, CONFIGURATION).to_wire()
-        device["attributes"]["instance"] = {"string": inst["metadata"]["name"]}
-        devices.append(device)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-devplace.io"},
-        "spec": {
-            "driver": "devplace.io",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-
-
-def node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
-    }
 
 
 def template() -> dict[str, Any]:
@@ -148,12 +96,12 @@ async def seed(store: Store) -> dict[tuple[str, str], str]:
     """The nodes, their GPUs and slices, the DeviceClass and the template; the map device (pool, name) -> its slot."""
     slots: dict[tuple[str, str], str] = {}
     for where in NODES:
-        await store.create(node(where))
-        instances = [gpu_instance(instance_name(where, i), where) for i in range(GPUS_PER_NODE)]
+        await store.create(node_object(where))
+        instances = [gpu_instance_object(instance_name(where, i), where, "80G") for i in range(GPUS_PER_NODE)]
         for inst in instances:
             await store.create(inst)
             slots[(where, inst["metadata"]["name"])] = f"{inst['metadata']['name']}-0"
-        await store.create(slice_for(where, instances))
+        await store.create(gpu_slice(where, instances))
     await store.create(compile_class(CLASS, DeviceSelector([[Requirement("Kind", "In", ("nvidia-gpu",))]])))
     await store.create(template())
     return slots

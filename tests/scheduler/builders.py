@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from devplace.api import instance_device
 from devplace.scheduler._classes import ResolvedClass, resolve_classes
 from devplace.scheduler._decisions import Snapshot
 from devplace.scheduler._devices import Device, device_of
@@ -141,3 +142,58 @@ def gpu_cluster(nodes: int, per_node: int, *, memory: str = "32Gi", cpu: str = "
         device(f"gpu-{n:03d}-{i:02d}", name, memory=memory) for n, name in enumerate(names) for i in range(per_node)
     ]
     return Snapshot.build([node(name, cpu=cpu) for name in names], devices, seed_classes())
+
+
+# -- wire objects for the DRA tests (the scheduler's, and the leader-election audit's) --------------------------
+
+GPU_CONFIGURATION = {
+    "apiVersion": "devplace.io/v1alpha1",
+    "kind": "Configuration",
+    "metadata": {"name": "gpus", "namespace": "default"},
+    "spec": {"discoveryHandler": {"name": "udev"}, "deviceKind": "nvidia-gpu", "capacity": 1},
+}
+
+
+def gpu_instance_object(name: str, node: str, memory: str, capacity: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "devplace.io/v1alpha1",
+        "kind": "Instance",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "configurationName": "gpus",
+            "capacity": capacity,
+            "shared": False,
+            "nodes": [node],
+            "deviceUsage": {f"{name}-{i}": "" for i in range(capacity)},
+            "brokerProperties": {"memory": memory},
+        },
+    }
+
+
+def gpu_slice(node: str, instances: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the agent publishes for a node's local Instances (the device mapping, plus the `instance` attribute)."""
+    devices = []
+    for inst in instances:
+        device = instance_device(inst, GPU_CONFIGURATION).to_wire()
+        device["attributes"]["instance"] = {"string": inst["metadata"]["name"]}
+        devices.append(device)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-devplace.io"},
+        "spec": {
+            "driver": "devplace.io",
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def node_object(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+    }

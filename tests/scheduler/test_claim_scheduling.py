@@ -12,67 +12,15 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.api import compile_class, instance_device, normalize
+from devplace.api import compile_class, normalize
 from devplace.api._selectors import DeviceSelector, Requirement
 from devplace.clocks import FakeClock
 from devplace.controller._claims import ClaimLifecycle, claim_name_for
 from devplace.scheduler._schedulers import Scheduler
 from devplace.store import DelegatingStore, MemoryStore, Store
+from tests.scheduler.builders import GPU_CONFIGURATION, gpu_instance_object, gpu_slice, node_object
 
 HIGH = "nvidia.high.mem"
-
-
-def gpu_instance(name: str, node: str, memory: str, capacity: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "devplace.io/v1alpha1",
-        "kind": "Instance",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "configurationName": "gpus",
-            "capacity": capacity,
-            "shared": False,
-            "nodes": [node],
-            "deviceUsage": {f"{name}-{i}": "" for i in range(capacity)},
-            "brokerProperties": {"memory": memory},
-        },
-    }
-
-
-CONFIGURATION = {
-    "apiVersion": "devplace.io/v1alpha1",
-    "kind": "Configuration",
-    "metadata": {"name": "gpus", "namespace": "default"},
-    "spec": {"discoveryHandler": {"name": "udev"}, "deviceKind": "nvidia-gpu", "capacity": 1},
-}
-
-
-def slice_for(node: str, instances: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the agent publishes for a node's local Instances (the device mapping, plus the `instance` attribute)."""
-    devices = []
-    for inst in instances:
-        device = instance_device(inst, CONFIGURATION).to_wire()
-        device["attributes"]["instance"] = {"string": inst["metadata"]["name"]}
-        devices.append(device)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-devplace.io"},
-        "spec": {
-            "driver": "devplace.io",
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
-
-
-def node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
-    }
 
 
 TEMPLATE = {
@@ -121,12 +69,12 @@ GPUS = {  # seed 003's GPUs: one per node
 
 async def seed_gpus(store: Store) -> None:
     """Seed 003's GPUs, one per node, each an Instance published in its node's slice, and the class's DeviceClass."""
-    await store.create(normalize(CONFIGURATION))
+    await store.create(normalize(GPU_CONFIGURATION))
     for name, (where, memory) in GPUS.items():
-        await store.create(node(where))
-        inst = gpu_instance(name, where, memory)
+        await store.create(node_object(where))
+        inst = gpu_instance_object(name, where, memory)
         await store.create(inst)
-        await store.create(slice_for(where, [inst]))
+        await store.create(gpu_slice(where, [inst]))
     await store.create(compile_class(HIGH, SELECTOR))
 
 
@@ -285,7 +233,7 @@ async def test_a_pod_bound_elsewhere_meanwhile_is_answered_409_and_keeps_its_nod
     from devplace.store import bind_pod
 
     clock = FakeClock()
-    await store.create(node("node-a"))
+    await store.create(node_object("node-a"))
     await store.create(pod("p", claim_name="x"))
     await bind_pod(store, binding("default", "p", "node-a"), clock=clock)
     with pytest.raises(errors.Conflict, match='already assigned to node "node-a"'):
@@ -428,9 +376,9 @@ def two_slot_slice(consumable: bool) -> dict[str, Any]:
 async def test_a_slot_held_through_the_device_plugin_is_never_allocated_again_through_dra(
     store: MemoryStore, clock: FakeClock, consumable: bool
 ) -> None:
-    await store.create(normalize(CONFIGURATION))
-    await store.create(node("node-a"))
-    cam = gpu_instance("cam", "node-a", "1G", capacity=2)
+    await store.create(normalize(GPU_CONFIGURATION))
+    await store.create(node_object("node-a"))
+    cam = gpu_instance_object("cam", "node-a", "1G", capacity=2)
     cam["spec"]["deviceUsage"] = {"cam-0": "node-a", "cam-1": ""}  # slot 0: the node's Instance-level plugin
     await store.create(cam)
     await store.create(two_slot_slice(consumable))
@@ -553,8 +501,8 @@ async def test_an_extended_resource_a_node_offers_goes_through_its_device_plugin
 
 def node_offering_cams() -> dict[str, Any]:
     """node-a, its kubelet advertising the two slots of Instance `cam` as its Instance-level resource."""
-    allocatable = {**node("node-a")["status"]["allocatable"], "devplace.io/cam": "2"}
-    return {**node("node-a"), "status": {"allocatable": allocatable}}
+    allocatable = {**node_object("node-a")["status"]["allocatable"], "devplace.io/cam": "2"}
+    return {**node_object("node-a"), "status": {"allocatable": allocatable}}
 
 
 class WriteOrder(DelegatingStore):
@@ -580,9 +528,9 @@ async def test_a_burst_takes_its_claims_slots_before_it_binds_a_device_path_pod_
     """A pod asking the Instance-level resource and a pod with a claim on the same device, decided in one burst: the
     claim's slot is in the Instance before the device-path pod is bound, so the kubelet that admits that pod (its
     preference read from the store) cannot pick the slot the claim took."""
-    await store.create(normalize(CONFIGURATION))
+    await store.create(normalize(GPU_CONFIGURATION))
     await store.create(node_offering_cams())
-    await store.create(gpu_instance("cam", "node-a", "1G", capacity=2))
+    await store.create(gpu_instance_object("cam", "node-a", "1G", capacity=2))
     await store.create(two_slot_slice(False))
     await store.create(
         {
@@ -623,9 +571,9 @@ async def test_dra_takes_no_slot_of_a_device_while_a_device_path_pod_asking_it_i
     """A pod asking the Instance-level resource is bound to node-a, not yet admitted: its kubelet picks its slot from a
     device list that may still show a slot free which a claim would take. DRA waits until the kubelet has decided
     (the pod Running), then takes a free slot."""
-    await store.create(normalize(CONFIGURATION))
+    await store.create(normalize(GPU_CONFIGURATION))
     await store.create(node_offering_cams())
-    await store.create(gpu_instance("cam", "node-a", "1G", capacity=2))
+    await store.create(gpu_instance_object("cam", "node-a", "1G", capacity=2))
     await store.create(two_slot_slice(False))
     await store.create(
         {

@@ -42,7 +42,7 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
@@ -51,6 +51,9 @@ from devplace import errors
 from devplace.cli._logs import LogFormatOption, LogLevelOption, announce, configure_logging
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
 from devplace.files import write_atomically
+
+if TYPE_CHECKING:
+    from devplace.server import Tokens
 
 _FILE: dict[str, Any] = {"dir_okay": False, "exists": True, "readable": True}
 
@@ -63,6 +66,16 @@ KubeconfigUserOption = Annotated[
     typer.Option("--kubeconfig-user", help="Put this user's token (from --token-auth-file) in --write-kubeconfig"),
 ]
 """The options `devplace server` and `devplace up` share."""
+
+
+def kubeconfig_token(tokens: Tokens | None, user: str | None) -> str | None:
+    """The token `--kubeconfig-user` puts in the kubeconfig (None without the option); a user without one is refused."""
+    if user is None:
+        return None
+    token = tokens.first_token.get(user) if tokens is not None else None
+    if token is None:
+        raise typer.BadParameter(f"no token for user {user!r} in --token-auth-file", param_hint="--kubeconfig-user")
+    return token
 
 
 def server(
@@ -169,13 +182,7 @@ def server(
     problem = exposure_problem(host, authenticated=auth is not None, tls=tls is not None, tokens=tokens is not None)
     if problem and not insecure:
         raise typer.BadParameter(f"{problem} (--insecure to do so anyway)", param_hint="--host")
-    user_token = None
-    if kubeconfig_user is not None:
-        user_token = tokens.first_token.get(kubeconfig_user) if tokens is not None else None
-        if user_token is None:
-            raise typer.BadParameter(
-                f"no token for user {kubeconfig_user!r} in --token-auth-file", param_hint="--kubeconfig-user"
-            )
+    user_token = kubeconfig_token(tokens, kubeconfig_user)
     trusted = None
     if tls is not None:
         trusted = str((client_ca_file or tls_cert_file or Path()).resolve())

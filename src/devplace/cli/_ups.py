@@ -48,6 +48,7 @@ from devplace.cli._servers import (
     TokenAuthFileOption,
     exposure_problem,
     kubeconfig,
+    kubeconfig_token,
     listening_socket,
 )
 from devplace.cli._sims import sim_app
@@ -147,13 +148,7 @@ def up(
     problem = exposure_problem(host, authenticated=auth is not None, tls=False, tokens=tokens is not None)
     if problem:
         raise typer.BadParameter(problem, param_hint="--host")
-    user_token = None
-    if kubeconfig_user is not None:
-        user_token = tokens.first_token.get(kubeconfig_user) if tokens is not None else None
-        if user_token is None:
-            raise typer.BadParameter(
-                f"no token for user {kubeconfig_user!r} in --token-auth-file", param_hint="--kubeconfig-user"
-            )
+    user_token = kubeconfig_token(tokens, kubeconfig_user)
 
     async def work() -> int:
         from devplace.server import running
