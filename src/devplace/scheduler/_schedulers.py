@@ -604,13 +604,14 @@ class Scheduler:
         held_after = new.slots if new is not None and new.counted else {}
         if held_before != held_after or (self.advertised_only and _extended(old) != _extended(new)):
             self._devices_changed()  # slots held, or (a broker's direct request) what its node offers, moved
-        admitting = (old is not None and old.admitting) or (new is not None and new.admitting)
-        if self._devplace_slices() and (
-            held_before != held_after or (admitting and (old is None or new is None or old.started != new.started))
-        ):
-            self._claim_snapshot = None  # the device path's holdings (and admissions), which DRA counts too, moved
-            if old is not None and old.admitting and (new is None or not new.admitting):
-                self._requeue_unschedulable()  # an admission ended: DRA may take the device's free slots again
+        was_admitting = old is not None and old.admitting
+        now_admitting = new is not None and new.admitting
+        if held_before != held_after and self._devplace_slices():
+            self._claim_snapshot = None  # the device path's holdings, which DRA counts too, moved
+        elif was_admitting != now_admitting and self._asks_dra_device(new if now_admitting else old):
+            self._claim_snapshot = None  # an admission on a device DRA also serves began or ended
+            if was_admitting:
+                self._requeue_unschedulable()  # DRA may take the device's free slots again
         if old is not None and old.counted and (new is None or not new.counted or new.node != old.node):
             self._requeue_unschedulable()  # a bound pod went: room on its node and its devices
         key = new.key if new is not None else old.key if old is not None else ""
@@ -913,6 +914,15 @@ class Scheduler:
         )
         self._claim_checks[info.key] = check
         return check
+
+    def _asks_dra_device(self, state: PodState | None) -> bool:
+        """Whether a pod asks the device path for a device DRA also serves (slots of it, or its resource)."""
+        asked = state.info.requests.extended if state is not None and state.info is not None else {}
+        if state is None or not (state.slots or asked) or not self._devplace_slices():
+            return False  # most often: a pod with claims only, or asking no extended resource
+        if set(state.slots) & set(self._devplace_slices()):
+            return True
+        return any(name in asked for name in self._dra_resources())
 
     def _dra_resources(self) -> dict[str, str]:
         """The Instance-level resource of each Instance DRA also serves -> the Instance."""
