@@ -505,6 +505,36 @@ def node_offering_cams() -> dict[str, Any]:
     return {**node_object("node-a"), "status": {"allocatable": allocatable}}
 
 
+async def seed_cam_and_claim_one(store: Store) -> None:
+    """Instance `cam` (2 slots) on node-a, which advertises it; its slice, DeviceClass `cams`, and claim `one` of it."""
+    await store.create(normalize(GPU_CONFIGURATION))
+    await store.create(node_offering_cams())
+    await store.create(gpu_instance_object("cam", "node-a", "1G", capacity=2))
+    await store.create(two_slot_slice(False))
+    await store.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "cams"},
+            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "devplace.io"'}}]},
+        }
+    )
+    await store.create(
+        {**claim("one"), "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "cams"}}]}}}
+    )
+
+
+def cam_pod(name: str, node: str | None = None) -> dict[str, Any]:
+    """A pod asking `cam`'s Instance-level resource directly (bound to `node` when given)."""
+    asks = {"devplace.io/cam": "1"}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "main", "image": "app", "resources": {"requests": asks, "limits": asks}}]
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {**pod(name), "spec": spec}
+
+
 class WriteOrder(DelegatingStore):
     """The store, recording every Instance slot write and Pod binding in the order they land."""
 
@@ -528,32 +558,8 @@ async def test_a_burst_takes_its_claims_slots_before_it_binds_a_device_path_pod_
     """A pod asking the Instance-level resource and a pod with a claim on the same device, decided in one burst: the
     claim's slot is in the Instance before the device-path pod is bound, so the kubelet that admits that pod (its
     preference read from the store) cannot pick the slot the claim took."""
-    await store.create(normalize(GPU_CONFIGURATION))
-    await store.create(node_offering_cams())
-    await store.create(gpu_instance_object("cam", "node-a", "1G", capacity=2))
-    await store.create(two_slot_slice(False))
-    await store.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "cams"},
-            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "devplace.io"'}}]},
-        }
-    )
-    await store.create(
-        {**claim("one"), "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "cams"}}]}}}
-    )
-    plain = pod("a-plain")
-    plain["spec"] = {
-        "containers": [
-            {
-                "name": "main",
-                "image": "app",
-                "resources": {"requests": {"devplace.io/cam": "1"}, "limits": {"devplace.io/cam": "1"}},
-            }
-        ]
-    }
-    await store.create(plain)
+    await seed_cam_and_claim_one(store)
+    await store.create(cam_pod("a-plain"))
     await store.create(pod("b-claim", claim_name="one"))
     recorder = WriteOrder(store)
     scheduler = Scheduler(recorder, clock)
@@ -571,28 +577,8 @@ async def test_dra_takes_no_slot_of_a_device_while_a_device_path_pod_asking_it_i
     """A pod asking the Instance-level resource is bound to node-a, not yet admitted: its kubelet picks its slot from a
     device list that may still show a slot free which a claim would take. DRA waits until the kubelet has decided
     (the pod Running), then takes a free slot."""
-    await store.create(normalize(GPU_CONFIGURATION))
-    await store.create(node_offering_cams())
-    await store.create(gpu_instance_object("cam", "node-a", "1G", capacity=2))
-    await store.create(two_slot_slice(False))
-    await store.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "cams"},
-            "spec": {"selectors": [{"cel": {"expression": 'device.driver == "devplace.io"'}}]},
-        }
-    )
-    await store.create(
-        {**claim("one"), "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "cams"}}]}}}
-    )
-    plain = pod("a-plain")
-    asks = {"devplace.io/cam": "1"}
-    plain["spec"] = {
-        "nodeName": "node-a",
-        "containers": [{"name": "main", "image": "app", "resources": {"requests": asks, "limits": asks}}],
-    }
-    plain = await store.create(plain)
+    await seed_cam_and_claim_one(store)
+    plain = await store.create(cam_pod("a-plain", node="node-a"))
     await store.create(pod("b-claim", claim_name="one"))
     scheduler = Scheduler(store, clock)
     await scheduler.start()

@@ -143,21 +143,7 @@ export class Informer {
       if (response.status === 401) onUnauthorized();
       throw new ApiError(response.status, body);
     }
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let newline = buffer.indexOf("\n");
-      while (newline >= 0) {
-        const line = buffer.slice(0, newline).trim();
-        buffer = buffer.slice(newline + 1);
-        if (line && !this.handle(JSON.parse(line))) return;
-        newline = buffer.indexOf("\n");
-      }
-    }
+    await readLines(response, (event) => this.handle(event));
   }
 
   // Applies one watch event; false: the stream is over (an ERROR event).
@@ -201,6 +187,14 @@ export async function watchAll(onOpen, onEvent, signal) {
     throw new ApiError(response.status, null);
   }
   onOpen();
+  await readLines(response, (event) => {
+    onEvent(event);
+    return true;
+  });
+}
+
+/** Reads a watch stream: one JSON event per line, handed to `onEvent` until it returns false or the stream ends. */
+async function readLines(response, onEvent) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
@@ -212,7 +206,7 @@ export async function watchAll(onOpen, onEvent, signal) {
     while (newline >= 0) {
       const line = buffer.slice(0, newline).trim();
       buffer = buffer.slice(newline + 1);
-      if (line) onEvent(JSON.parse(line));
+      if (line && !onEvent(JSON.parse(line))) return;
       newline = buffer.indexOf("\n");
     }
   }
