@@ -9,15 +9,15 @@ ends, so sizes do not share a heap and a size can be stopped whatever it is doin
 - `settle_seconds`: from the fleet's start until the first step (the Configurations applied: every device an
   Instance, every plugin registered, every kubelet's Node written) has settled: the issue's "10,000 devices on 1,000
   nodes settle in under a minute";
-- `peak_mib`: tracemalloc's peak over the run. tracemalloc slows Python down, so every figure is taken with it on
-  (sizes compare like with like) and the smallest size is also run without it: `tracemalloc_overhead` is that ratio;
-  `peak_rss_mib`: the child's largest resident size, sampled twice a second (known even for a size that was stopped);
+- `peak_mib`: tracemalloc's peak over a second run of the size with tracemalloc on (tracemalloc slows Python down
+  2-3x, so every time above comes from the run without it; `tracemalloc_overhead` is the traced run's wall time over
+  the untraced one's); `peak_rss_mib`: the untraced child's largest resident size, sampled twice a second (known even
+  for a size that was stopped);
 - `ok`: whether every expectation held; `steps`: each step's title and wall seconds.
-A size that has not finished within `BUDGET` seconds, or whose process grew past `MEMORY_LIMIT` bytes resident (every
-agent caches every Instance, so memory grows with nodes x devices: 10,000 devices on 1,000 nodes outgrow a small
-machine), is stopped (the child is killed) and reported with `finished: false`, `stopped` (`time` or `memory`), the
-resident memory it had reached and the steps it got through (measured, not extrapolated); larger sizes are then
-skipped (`skipped`).
+A size that has not finished within `BUDGET` seconds, or whose process grew past `MEMORY_LIMIT` bytes resident, is
+stopped (the child is killed) and reported with `finished: false`, `stopped` (`time` or `memory`), the resident
+memory it had reached and the steps it got through (measured, not extrapolated); larger sizes are then skipped
+(`skipped`).
 
 Growth: `growth["1000/100"]` and `growth["10000/1000"]` divide the larger size's wall time, time per event and peak
 memory by the smaller's. The issue's goal is near-linear: 10x devices, at most 12x time and memory
@@ -167,20 +167,28 @@ def _resident(pid: int) -> int:
 
 
 def _ratio(big: dict[str, Any], small: dict[str, Any], key: str) -> float | None:
-    if not (big.get("finished") and small.get("finished")) or not small.get(key):
+    if not (big.get("finished") and small.get("finished")) or not small.get(key) or big.get(key) is None:
         return None
     return round(float(big[key]) / float(small[key]), 2)
 
 
 async def _measure(sizes: tuple[int, ...], budget: float) -> dict[str, Any]:
-    untraced = await _run(sizes[0], budget, traced=False)
     results: list[dict[str, Any]] = []
     skipped: list[int] = []
     for devices in sizes:
         if results and not results[-1]["finished"]:
             skipped.append(devices)
             continue
-        results.append(await _run(devices, budget, traced=True))
+        timed = await _run(devices, budget, traced=False)
+        if timed["finished"]:
+            traced = await _run(devices, budget, traced=True)
+            timed["peak_mib"] = traced.get("peak_mib") if traced["finished"] else None
+            timed["tracemalloc_overhead"] = (
+                round(traced["wall_seconds"] / timed["wall_seconds"], 2) if traced["finished"] else None
+            )
+        else:
+            timed["peak_mib"] = timed["tracemalloc_overhead"] = None
+        results.append(timed)
     growth: dict[str, dict[str, Any]] = {}
     for small, big in itertools.pairwise(results):
         figures = {
@@ -205,8 +213,6 @@ async def _measure(sizes: tuple[int, ...], budget: float) -> dict[str, Any]:
             "under_a_minute": largest["settle_seconds"] is not None and largest["settle_seconds"] < 60.0,
         },
         "budget_seconds": budget,
-        "tracemalloc_overhead": round(results[0]["wall_seconds"] / untraced["wall_seconds"], 2),
-        "untraced_smallest": {k: untraced[k] for k in ("devices", "wall_seconds", "settle_seconds", "ok")},
         "cpus": os.cpu_count(),
     }
 

@@ -78,16 +78,41 @@ def test_an_instance_whose_slots_break_the_rules_is_kept_with_the_bad_holder_unk
     assert [r.name for r in cache.instances_of("default", "cams")] == ["cams-8120fe"]
 
 
-def test_instances_are_indexed_by_configuration_and_by_the_nodes_they_list(
+def test_the_cache_keeps_the_instances_that_concern_its_node_and_reads_the_others_on_demand(
     memory_store: MemoryStore, supervisor: Supervisor
 ) -> None:
     cache = cache_of(memory_store, supervisor)
     elsewhere = instance("cams-a19705", rv=6)
     elsewhere["spec"]["nodes"] = ["node-b"]
-    cache.instances.apply_event("ADDED", instance(rv=5))
-    cache.instances.apply_event("ADDED", elsewhere)
-    assert [r.name for r in cache.instances_of("default", "cams")] == ["cams-8120fe", "cams-a19705"]
+    orphan = instance("cams-0rphan", rv=7)
+    orphan["spec"]["nodes"] = []
+    left = instance("cams-1eft00", rv=8, holder="node-a")
+    left["spec"]["nodes"] = ["node-b"]
+    for obj in (instance(rv=5), elsewhere, orphan, left):
+        cache.instances.apply_event("ADDED", obj)
+    assert [r.name for r in cache.instances_of("default", "cams")] == ["cams-0rphan", "cams-1eft00", "cams-8120fe"]
     assert [r.name for r in cache.visible("default", "cams")] == ["cams-8120fe"]
+    assert [r.name for r in cache.on_node()] == ["cams-8120fe"]
+    assert ("default", "cams-a19705") not in cache.instances
+    found = cache.instance("default", "cams-a19705")
+    assert found is not None
+    assert found.nodes == ("node-b",)
+    assert cache.instance("default", "cams-absent") is None
+
+
+def test_an_instance_that_stops_concerning_the_node_leaves_its_cache_as_a_deletion(
+    memory_store: MemoryStore, supervisor: Supervisor
+) -> None:
+    cache = cache_of(memory_store, supervisor)
+    seen: list[tuple[str, bool, bool]] = []
+    cache.instances.subscribe(lambda c: seen.append((c.key[1], c.old is not None, c.new is not None)))
+    cache.instances.apply_event("ADDED", instance(rv=5))
+    moved = instance(rv=6)
+    moved["spec"]["nodes"] = ["node-b"]
+    cache.instances.apply_event("MODIFIED", moved)
+    back = instance(rv=7)
+    cache.instances.apply_event("MODIFIED", back)
+    assert seen == [("cams-8120fe", False, True), ("cams-8120fe", True, False), ("cams-8120fe", False, True)]
     assert [r.name for r in cache.on_node()] == ["cams-8120fe"]
 
 

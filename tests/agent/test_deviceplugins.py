@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from devplace.agent import _deviceplugins as plugins
 from devplace.agent import _slots as slots
@@ -288,3 +290,47 @@ async def test_an_il_preference_reads_the_store_when_a_dra_claim_may_hold_a_slot
     )
     response = await plugin.GetPreferredAllocation(request, None)  # type: ignore[arg-type]
     assert list(response.container_responses[0].deviceIDs) == [f"{name}{preferred}"]
+
+
+class _Listed(plugins.DevicePlugin):
+    """A plugin whose list never changes: every notification is for its open streams to send again (forced)."""
+
+    def devices(self) -> list[slots.DeviceHealth]:
+        return []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["open", "notify", "send-0", "send-1", "close-0", "close-1"]), max_size=30))
+async def test_a_plugins_pending_count_agrees_with_what_each_open_stream_has_sent(steps: list[str]) -> None:
+    """`pending` is kept as a count (O(1)); it must say what a pass over the open streams would: one of them has not
+    sent the plugin's latest generation (a stream counts a message sent once its reader asks for the next one)."""
+    plugin = _Listed(_Host(NodeCache(MemoryStore(), "node-a", Supervisor("test"))), "default", "cams", "akri.sh/cams")
+    streams: list[Any] = []
+    sent: dict[int, int] = {}  # stream -> the notification count it sent last
+
+    async def send(stream: Any) -> None:
+        await asyncio.wait_for(stream.__anext__(), 1)
+
+    notifications = 0
+    for step in steps:
+        action, _, which = step.partition("-")
+        if action == "open":
+            streams.append(plugin.ListAndWatch(api_pb2.Empty(), None))  # type: ignore[arg-type]
+            await send(streams[-1])  # the first list, sent at once
+            sent[len(streams) - 1] = notifications
+        elif action == "notify":
+            notifications += 1
+            plugin.notify(force=True)
+        elif streams and int(which) < len(streams) and int(which) in sent:
+            index = int(which)
+            if action == "send" and sent[index] < notifications:
+                await send(streams[index])
+                sent[index] = notifications
+            elif action == "close":
+                await streams[index].aclose()
+                del sent[index]
+        behind = any(generation < plugin._generation for generation in plugin._streams.values())
+        assert plugin.pending is behind, (step, plugin._streams, plugin._generation)
+    for index in list(sent):
+        await streams[index].aclose()
+    assert plugin.pending is False

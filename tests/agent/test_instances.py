@@ -367,10 +367,11 @@ def test_plan_rejoins_an_offline_shared_instance_seen_again() -> None:
     assert p.expire == []
 
 
-def test_plan_stamps_an_unstamped_shared_instance_nobody_sees() -> None:
+def test_plan_stamps_an_unstamped_shared_instance_nobody_sees_and_comes_back_when_its_grace_ends() -> None:
     bare = _instance([])
     p = instances.plan("node-a", cfg_model(), [], [record(bare)], NOW, 300.0)
     assert p.mark_offline == [bare["metadata"]["name"]]
+    assert p.next_deadline == pytest.approx(NOW + 300)  # the node that stamps it expires it: no later change wakes it
     out = instances.marked_offline(bare, NOW)
     assert out is not None
     assert out["metadata"]["annotations"][OFFLINE_SINCE] == instances.timestamp(NOW)
@@ -507,3 +508,13 @@ def test_with_usage_is_the_record_of_the_written_object() -> None:
     assert _fields(after) == _fields(InstanceRecord.from_wire(written))
     assert after.obj is written
     assert record.resource_version == 7  # the old record is left as it was
+
+
+def test_plan_joins_a_shared_instance_another_node_made_which_it_finds_by_lookup() -> None:
+    theirs = _instance(["node-b"])
+    name = theirs["metadata"]["name"]
+    found = {name: record(theirs)}
+    p = instances.plan("node-a", cfg_model(), [CAM], [], NOW, 300.0, lookup=found.get)
+    assert (p.join, p.create) == ([name], [])
+    blind = instances.plan("node-a", cfg_model(), [CAM], [], NOW, 300.0)
+    assert [d.id for d in blind.create] == [CAM.id]  # without the lookup it would make it again (AlreadyExists)

@@ -266,9 +266,15 @@ class Workload:
         return {p["metadata"]["name"]: p for p in (await self.store.list("Pod", "default")).items}
 
     async def delete_bound(self, count: int) -> list[str]:
-        """Delete up to `count` of the pods bound now (the oldest first)."""
-        bound = [n for n, p in sorted((await self.pods()).items()) if p["spec"].get("nodeName")]
-        return await self.delete(bound[:count])
+        """Delete `count` of the bound pods (the oldest first), once that many are bound: after a takeover the new
+        leader may not have bound the last wave yet (on a loaded machine), and deleting fewer would leave the next
+        wave short of the free devices it is counted on."""
+
+        async def chosen() -> list[str] | None:
+            bound = [n for n, p in sorted((await self.pods()).items()) if p["spec"].get("nodeName")]
+            return bound[:count] if len(bound) >= count else None
+
+        return await self.delete(await poll_until(chosen, f"{count} pods bound", timeout=WAIT))
 
     async def delete(self, names: Iterable[str]) -> list[str]:
         chosen = list(names)

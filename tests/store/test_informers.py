@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from devplace import errors
-from devplace.store import Change, Informer, InformerSet, MemoryStore, Store
+from devplace.store import Change, Informer, InformerSet, MemoryStore, Route, Store
 from devplace.supervisors import Supervisor
 
 
@@ -390,3 +390,84 @@ async def test_a_view_whose_run_ends_leaves_the_feed_and_catches_up_when_it_runs
     await _until(lambda: [k for k, _ in stops.items()] == [("default", "b")])
     assert heard == ["a", "a", "b"]  # what changed meanwhile, told on joining again
     again.cancel()
+
+
+def _by_node(obj: Any) -> list[str]:
+    return [obj["spec"]["nodeName"]]
+
+
+async def test_a_routed_view_takes_only_the_objects_its_route_names_and_hears_only_of_them() -> None:
+    store = MemoryStore()
+    views = {node: Informer(store, "Pod", route=Route(_by_node, frozenset({node}))) for node in ("n1", "n2", "n3")}
+    heard: dict[str, list[tuple[str, bool, bool]]] = {node: [] for node in views}
+    for node, view in views.items():
+        view.subscribe(lambda c, node=node: heard[node].append((c.key[1], c.old is not None, c.new is not None)))
+    a = await store.create(_pod("a", "n1"))
+    views["n1"].apply_event("ADDED", a)
+    views["n1"].apply_event("ADDED", await store.create(_pod("b", "n2")))
+    moved = await store.update({**a, "spec": {**a["spec"], "nodeName": "n2"}})
+    views["n1"].apply_event("MODIFIED", moved)  # a moves n1 -> n2: a deletion for n1, an addition for n2
+    views["n1"].apply_event("DELETED", {**moved, "metadata": {**moved["metadata"], "resourceVersion": "99"}})
+    assert heard == {
+        "n1": [("a", False, True), ("a", True, False)],
+        "n2": [("b", False, True), ("a", False, True), ("a", True, False)],
+        "n3": [],
+    }
+    assert [k for k, _ in views["n2"].items()] == [("default", "b")]
+
+
+async def test_views_with_one_parse_function_share_one_parse_per_change() -> None:
+    store = MemoryStore()
+    parsed: list[str] = []
+
+    def parse(obj: dict[str, Any], previous: Any) -> str:
+        parsed.append(obj["metadata"]["name"])
+        return str(obj["metadata"]["name"])
+
+    one: Informer[str] = Informer(store, "Pod", parse)
+    two: Informer[str] = Informer(store, "Pod", parse)
+    routed: Informer[str] = Informer(store, "Pod", parse, route=Route(_by_node, frozenset({"n1"})))
+    one.apply_event("ADDED", await store.create(_pod("a", "n1")))
+    assert parsed == ["a"]
+    assert one.get("default", "a") is two.get("default", "a") is routed.get("default", "a")
+
+
+async def test_a_routed_view_peeks_at_an_object_its_route_leaves_out_without_keeping_it() -> None:
+    store = MemoryStore()
+    view: Informer[str] = Informer(
+        store, "Pod", lambda obj, _: obj["spec"]["nodeName"], route=Route(_by_node, frozenset({"n1"}))
+    )
+    view.apply_event("ADDED", await store.create(_pod("a", "n2")))
+    assert (view.get("default", "a"), view.peek("default", "a"), len(view)) == (None, "n2", 0)
+    assert view.peek("default", "absent") is None
+
+
+async def test_a_routed_view_that_joins_again_drops_what_was_routed_away_meanwhile(running: Supervisor) -> None:
+    store = MemoryStore()
+    stays: Informer[dict[str, Any]] = Informer(store, "Pod")
+    routed: Informer[dict[str, Any]] = Informer(store, "Pod", route=Route(_by_node, frozenset({"n1"})))
+    running.loop("stays", stays.run)
+    stopping = running.loop("routed", routed.run)
+    await asyncio.wait_for(asyncio.gather(stays.wait_synced(), routed.wait_synced()), 10)
+    a = await store.create(_pod("a", "n1"))
+    await _until(lambda: len(routed) == 1)
+    stopping.cancel()
+    await asyncio.gather(stopping, return_exceptions=True)
+    await store.update({**a, "spec": {**a["spec"], "nodeName": "n2"}})
+    await store.create(_pod("b", "n1"))
+    await _until(lambda: len(stays) == 2)
+    assert [k for k, _ in routed.items()] == [("default", "a")]
+    again = running.loop("again", routed.run)
+    await _until(lambda: [k for k, _ in routed.items()] == [("default", "b")])
+    again.cancel()
+
+
+async def test_a_route_function_that_raises_routes_the_object_nowhere(caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    view: Informer[dict[str, Any]] = Informer(
+        store, "Pod", route=Route(lambda obj: [obj["spec"]["missing"]], frozenset({"n1"}))
+    )
+    with caplog.at_level(logging.ERROR):
+        view.apply_event("ADDED", await store.create(_pod("a", "n1")))
+    assert len(view) == 0
+    assert "a route function failed on default/a" in caplog.text

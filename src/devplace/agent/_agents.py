@@ -297,6 +297,8 @@ class Agent:
         self.reconciler.mark_plugins()
 
     def _configuration_changed(self, change: Change[Any]) -> None:
+        if _same_but_status(change.old, change.new):
+            return  # the controller's counts or another node's conditions: nothing this node decides reads them
         self.reconciler.mark(change.key)
         self.reconciler.mark_plugins()
         self.plugins.notify("cl", change.key)
@@ -317,15 +319,19 @@ class Agent:
             and (old is None or old.usage.unreadable != record.usage.unreadable)
         ):
             self._report_unreadable(record)
+        was = old is not None and self.node in old.nodes
+        now = record is not None and self.node in record.nodes
         for configuration in {r.configuration for r in (old, record) if r is not None}:
             cfg_key = (key[0], configuration)
-            # a claim or release changes only holders: nothing for the Instance lifecycle to decide
-            if not _same_lifecycle(old, record):
+            # A claim or release changes only holders: nothing for the Instance lifecycle to decide. An Instance that
+            # lists this node neither before nor after (one no node lists: every agent's cache has those) is the
+            # business of the node that left it last, which marks it offline and expires it on its own timer; at a
+            # thousand nodes, every agent reconciling every such change was most of an unplug's work. A (re)started
+            # agent reconciles them all once (`Reconciler.mark_all`).
+            if (was or now) and not _same_lifecycle(old, record):
                 self.reconciler.mark(cfg_key)
             self.plugins.notify("cl", cfg_key)
         self.plugins.notify("il", key)
-        was = old is not None and self.node in old.nodes
-        now = record is not None and self.node in record.nodes
         if was != now:
             self.reconciler.mark_plugins()
 
@@ -346,6 +352,23 @@ class Agent:
             "; ".join(found),
             self.node,
         )
+
+
+_UNREAD_METADATA = ("resourceVersion", "managedFields")
+
+
+def _same_but_status(old: Any, new: Any) -> bool:
+    """Whether two cached Configurations (`caches.ConfiguredEntry`) differ at most in their status (and the metadata
+    every write changes): a Configuration's status changes with every Instance count the controller writes, and at a
+    thousand nodes a reconcile of every node per status write was most of the fleet's work."""
+    if old is None or new is None:
+        return False
+    a, b = old.obj, new.obj
+    if a.get("apiVersion") != b.get("apiVersion") or a.get("spec") != b.get("spec"):
+        return False
+    meta_a, meta_b = a.get("metadata") or {}, b.get("metadata") or {}
+    keys = (set(meta_a) | set(meta_b)) - set(_UNREAD_METADATA)
+    return all(meta_a.get(k) == meta_b.get(k) for k in keys)
 
 
 def _same_lifecycle(old: InstanceRecord | None, new: InstanceRecord | None) -> bool:

@@ -2,9 +2,14 @@
 
 `NodeCache` holds one `Informer` per kind the agent reads, each filtered by the store (on the server for the remote
 backend), so an agent receives only what it needs:
-- Configurations and Instances, all namespaces. An Instance is parsed once into an `InstanceRecord` (against the
-  record it replaces: unchanged parts are taken over, not parsed again), indexed by its Configuration and by the
-  nodes it lists. A Configuration is parsed into a `ConfiguredEntry` (the model and its wire object).
+- Configurations, all namespaces, each parsed into a `ConfiguredEntry` (the model and its wire object).
+- The Instances that concern this node (`instance_routes`: those that list it or whose slots it holds, and those
+  that list no node, which any agent of their Configuration may expire), all namespaces: an informer route, so in
+  a `Fleet` of a thousand agents an Instance's change reaches the one to three agents it concerns, and an agent's
+  cache and work grow with its own devices, not the cluster's. Each is parsed once into an `InstanceRecord`
+  (against the record it replaces: unchanged parts are taken over, not parsed again), indexed by its Configuration
+  and by the nodes it lists. `instance()` also reads one the route leaves out (a shared device's Instance another
+  node made, which this node is about to join), parsed on demand.
 - Pods bound to this node only (`spec.nodeName=<node>`).
 - Only the ConfigMaps and Secrets that its Configurations' discoveryProperties read: one small informer per object
   (`namespace` + `metadata.name=<name>`), started when the first Configuration refers to it and stopped when none
@@ -18,14 +23,14 @@ The writes that keep this view current are in `writes`; they `record` what they 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from devplace.agent import _properties as properties
 from devplace.agent._instances import InstanceRecord
-from devplace.api import Configuration
-from devplace.store import Informer, Store
+from devplace.api import Configuration, named_node
+from devplace.store import Informer, Route, Store
 from devplace.supervisors import Supervisor
 
 Key = tuple[str, str]
@@ -63,6 +68,31 @@ def parse_configuration(obj: dict[str, Any], previous: ConfiguredEntry | None) -
 
 def parse_instance(obj: dict[str, Any], previous: InstanceRecord | None) -> InstanceRecord:
     return InstanceRecord.from_wire(obj, previous=previous)
+
+
+ORPHANED: Hashable = ("", "orphaned")
+"""The route key of an Instance that lists no node (a tuple: never a node's name)."""
+
+
+def instance_routes(obj: Mapping[str, Any]) -> set[Hashable]:
+    """The nodes an Instance concerns, read from the wire object (it may be malformed: never raises): those it lists,
+    those its slots name (`api.named_node`: a node that left still frees what it holds), `ORPHANED` when it lists
+    none."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return {ORPHANED}
+    nodes = spec.get("nodes")
+    out: set[Hashable] = {n for n in nodes if isinstance(n, str)} if isinstance(nodes, list) else set()
+    if not out:
+        out.add(ORPHANED)
+    usage = spec.get("deviceUsage")
+    if isinstance(usage, Mapping):
+        for raw in usage.values():
+            if raw:
+                node = named_node(raw)
+                if node is not None:
+                    out.add(node)
+    return out
 
 
 def parse_pod(obj: dict[str, Any], previous: PodInfo | None) -> PodInfo:
@@ -190,6 +220,7 @@ class NodeCache:
                 "configuration": lambda r: [(r.namespace, r.configuration)],
                 "node": lambda r: r.nodes,
             },
+            route=Route(instance_routes, frozenset({node, ORPHANED})),
         )
         self.pods: Informer[PodInfo] = Informer(store, "Pod", parse_pod, fields=f"spec.nodeName={node}")
         self.sources = Sources(store, supervisor, self._source_changed)
@@ -208,9 +239,11 @@ class NodeCache:
     # -- reads ---------------------------------------------------------------------------------------------------
 
     def instance(self, namespace: str, name: str) -> InstanceRecord | None:
-        return self.instances.get(namespace, name)
+        """The Instance, whether or not it concerns this node (module docstring)."""
+        return self.instances.peek(namespace, name)
 
     def instances_of(self, namespace: str, configuration: str) -> list[InstanceRecord]:
+        """The Configuration's Instances that concern this node."""
         return self.instances.by("configuration", (namespace, configuration))
 
     def visible(self, namespace: str, configuration: str) -> list[InstanceRecord]:

@@ -191,6 +191,10 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._generation = 0
         self._forced = 0
         self._streams: dict[int, int] = {}
+        """The generation each open stream last sent (-1: nothing yet)."""
+        self._behind = 0
+        """How many open streams have not sent the current generation: `pending` in O(1) (a fleet's settle asks it
+        of every plugin of every node, over and over)."""
         self._stream_ids = 0
         self._closed = False
         self._response: tuple[ResponseKey, api_pb2.AllocateResponse] | None = None
@@ -213,6 +217,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         `wake=False` records it (so `pending` is True) without waking the streams yet: `wake()` follows later.
         """
         self._generation += 1
+        self._behind = len(self._streams)
         if force:
             self._forced = self._generation
         if wake:
@@ -235,7 +240,19 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     @property
     def pending(self) -> bool:
         """A notification that an open stream has not sent yet."""
-        return any(sent < self._generation for sent in self._streams.values())
+        return self._behind > 0
+
+    def _sent(self, stream: int, generation: int | None) -> None:
+        """Stream `stream` has sent `generation` (None: it closed); keeps `_behind` current."""
+        before = self._streams.get(stream)
+        if before is not None and before < self._generation:
+            self._behind -= 1
+        if generation is None:
+            self._streams.pop(stream, None)
+            return
+        self._streams[stream] = generation
+        if generation < self._generation:
+            self._behind += 1
 
     # -- DevicePlugin service -------------------------------------------------------------------------------
 
@@ -249,7 +266,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
     ) -> AsyncIterator[api_pb2.ListAndWatchResponse]:
         self._stream_ids += 1
         stream = self._stream_ids
-        self._streams[stream] = -1
+        self._sent(stream, -1)
         last: list[slots.DeviceHealth] | None = None
         try:
             while not self._closed:
@@ -259,11 +276,11 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 if current != last or self._forced > self._streams[stream]:
                     last = current
                     yield api_pb2.ListAndWatchResponse(devices=[self._message(d) for d in current])
-                self._streams[stream] = generation
+                self._sent(stream, generation)
                 if generation == self._generation:
                     await wake.wait()
         finally:
-            del self._streams[stream]
+            self._sent(stream, None)
 
     def _message(self, device: slots.DeviceHealth) -> api_pb2.Device:
         """The `Device` message of an entry, made once per (id, health): a send copies them, never changes them."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -360,11 +360,15 @@ def plan(
     instances: Iterable[InstanceRecord],
     now: float,
     offline_grace: float,
+    lookup: Callable[[str], InstanceRecord | None] | None = None,
 ) -> Plan:
     """Decide for one Configuration (None: deleted) from this node's latest device list (None: not known yet).
 
-    `instances` are the Configuration's Instances in its namespace. Without a device list only capacity sync and
-    offline expiry are decided, so an agent that just started never leaves Instances it has not re-discovered yet.
+    `instances` are the Configuration's Instances in its namespace that concern this node: every one that lists it
+    or lists no node (the others it neither syncs, leaves nor expires). `lookup(name)` finds one of the others, for
+    a device this node discovers whose Instance another node made (joined, not created again). Without a device
+    list only capacity sync and offline expiry are decided, so an agent that just started never leaves Instances it
+    has not re-discovered yet.
     """
     out = Plan()
     records = {r.name: r for r in instances}
@@ -383,6 +387,8 @@ def plan(
             wanted.setdefault(instance_name(configuration.name, device.id, node, device.shared), device)
         for name, device in wanted.items():
             found = records.get(name)
+            if found is None and lookup is not None:
+                found = lookup(name)
             if found is None:
                 out.create.append(device)
             elif node not in found.nodes or found.offline_since is not None:
@@ -403,7 +409,9 @@ def plan(
         if not record.shared:
             out.expire.append(record.name)
         elif record.offline_since is None:
-            out.mark_offline.append(record.name)
+            out.mark_offline.append(record.name)  # offline from now: due for expiry a grace later
+            deadline = now + offline_grace
+            out.next_deadline = deadline if out.next_deadline is None else min(out.next_deadline, deadline)
         elif now >= record.offline_since + offline_grace:
             out.expire.append(record.name)
         else:

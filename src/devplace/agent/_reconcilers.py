@@ -142,7 +142,13 @@ class Reconciler:
         devices = self.discoveries.devices.get(key) if cfg is not None else None
         now = self.clock.now()
         plan = instances.plan(
-            self.node, cfg, devices, self.cache.instances_of(namespace, name), now, self.offline_grace
+            self.node,
+            cfg,
+            devices,
+            self.cache.instances_of(namespace, name),
+            now,
+            self.offline_grace,
+            lookup=lambda instance: self.cache.instance(namespace, instance),
         )
         if plan.empty:
             self.schedule(key, plan.next_deadline)

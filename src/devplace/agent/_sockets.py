@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import functools
 import logging
 import os
 import struct
@@ -56,7 +57,10 @@ def parse_events(data: bytes) -> list[tuple[int, str]]:
     return out
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    """libc, loaded once per process: `find_library` runs a subprocess (ldconfig), which a fleet of a thousand
+    agents would otherwise fork a thousand times from a large process."""
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name or "libc.so.6", use_errno=True)

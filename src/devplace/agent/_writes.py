@@ -62,7 +62,7 @@ async def update_usage_for(
 ) -> tuple[InstanceRecord, V]:
     """`update_usage` whose `decide` also returns a value (the claim it made), handed back with the record: the
     value of the decision the write rests on."""
-    cached = cache.instances.get(namespace, name)
+    cached = cache.instance(namespace, name)
 
     def on(obj: dict[str, Any]) -> Decided[tuple[InstanceRecord, slots.Usage | None, V]]:
         if cached is not None and obj is cached.obj:
@@ -85,7 +85,7 @@ async def mutate_instance(cache: NodeCache, namespace: str, name: str, decide: D
     """Apply `decide` to the Instance until a CAS lands (first on the cached copy); returns the stored object, or
     None when the Instance is deleted or gone. `decide` must not change its argument; it returns a new object,
     `DELETE` (on the condition that the object is still the one it decided on), or None."""
-    cached = cache.instances.get(namespace, name)
+    cached = cache.instance(namespace, name)
     try:
         written = await _cas_instance(cache, namespace, name, lambda obj: Decided(decide(obj), None), cached)
     except errors.NotFound:

@@ -100,6 +100,10 @@ class FieldRequirement:
     def matches(self, obj: Mapping[str, Any]) -> bool:
         return (_field_value(obj, self.field) == self.value) == self.equal
 
+    def value_of(self, obj: Mapping[str, Any]) -> str:
+        """What `obj` has in this requirement's field, as it is compared ("" when absent)."""
+        return _field_value(obj, self.field)
+
     def __str__(self) -> str:
         return f"{self.field}{'=' if self.equal else '!='}{self.value}"
 

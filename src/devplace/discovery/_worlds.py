@@ -57,6 +57,8 @@ class World:
 
     def __init__(self) -> None:
         self._devices: dict[str, _Plugged] = {}
+        self._on: dict[str, set[str]] = {}
+        """Device ids by node: a node's devices are found without a pass over the world's."""
         self._signals: dict[str, Signal] = {}
 
     def plug(self, device_id: str, nodes: Iterable[str], properties: Mapping[str, str] | None = None) -> None:
@@ -76,6 +78,8 @@ class World:
                 plugged.properties = Properties(properties)
                 touched |= plugged.nodes
         plugged.nodes |= wanted
+        for node in wanted:
+            self._on.setdefault(node, set()).add(device_id)
         self._notify(touched)
 
     def unplug(self, device_id: str, nodes: Iterable[str] | None = None) -> None:
@@ -85,6 +89,12 @@ class World:
             raise errors.NotFound(f"device {device_id!r} is not plugged in anywhere")
         touched = set(plugged.nodes) if nodes is None else plugged.nodes & set(nodes)
         plugged.nodes -= touched
+        for node in touched:
+            ids = self._on.get(node)
+            if ids is not None:
+                ids.discard(device_id)
+                if not ids:
+                    del self._on[node]
         if not plugged.nodes:
             del self._devices[device_id]
         self._notify(touched)
@@ -92,9 +102,8 @@ class World:
     def devices_on(self, node: str) -> list[Device]:
         """Devices plugged into `node`, sorted by id, with the properties they were plugged with."""
         return [
-            Device(id=device_id, properties=plugged.properties)
-            for device_id, plugged in sorted(self._devices.items())
-            if node in plugged.nodes
+            Device(id=device_id, properties=self._devices[device_id].properties)
+            for device_id in sorted(self._on.get(node, ()))
         ]
 
     def nodes_of(self, device_id: str) -> list[str]:

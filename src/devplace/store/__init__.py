@@ -49,7 +49,7 @@ from devplace.store._bindings import BindingStore, bind_pod
 from devplace.store._cas import DELETE, Decide, Decided, Delete, Written, cas
 from devplace.store._draslices import probe_support, write_pool
 from devplace.store._events import EventRecorder
-from devplace.store._informers import Change, Informer, InformerSet, ObjKey
+from devplace.store._informers import Change, Informer, InformerSet, ObjKey, Route
 from devplace.store._leases import FencedStore, LeaderElector, LeaseAction, ObservedLease, decide_lease, micro_time
 from devplace.store._memory import MemoryStore
 from devplace.store._open import open_store
@@ -93,6 +93,7 @@ __all__ = [
     "ObjectList",
     "ObservedLease",
     "RemoteStore",
+    "Route",
     "SqliteStore",
     "Store",
     "WatchStream",

@@ -23,10 +23,18 @@ resurrect a deleted object. A listing at a revision below one the feed has seen 
 restarted on a fresh memory store answers the watch with `Gone`, the feed relists): its revisions say nothing against
 the old ones, so that listing replaces the cache outright.
 
+Routes: a view may take only part of a feed (`route=Route(fn, keys)`): `fn(raw object)` names the route keys an
+object goes by (an Instance: the nodes it lists or whose slots it holds), and the view takes the objects that name one
+of its `keys`. The feed computes each route function once per change and keeps, per route key, the views and the
+objects, so a change reaches only the views it concerns (and the one it left, as a deletion): a thousand node agents
+over one Instance feed cost one route and one or two views per change, not a thousand. `peek` reads an object the
+route leaves out, parsed on demand and not kept.
+
 Parsing: `parse(obj, previous)` turns a wire dict into a view's value (`previous` is the entry it replaces, for
-parsers that reuse unchanged parts). An object that does not parse (`errors.Invalid`, `KeyError`, `TypeError`,
-`ValueError`) is absent from that view and logged once per distinct reason: never trusted, never fatal. Views with the
-default parse share the feed's dicts; nobody mutates them.
+parsers that reuse unchanged parts; views with the same parse function share one result per change, so a parse must
+depend on the object alone, and on `previous` only to reuse equal parts). An object that does not parse
+(`errors.Invalid`, `KeyError`, `TypeError`, `ValueError`) is absent from that view and logged once per distinct
+reason: never trusted, never fatal. Views with the default parse share the feed's dicts; nobody mutates them.
 
 Change handlers run synchronously on the event loop after the view has changed, in subscription order, with a
 `Change(key, old, new)`; a handler that raises is logged and the others still run (a bug in one consumer must not
@@ -60,11 +68,13 @@ ObjKey = tuple[str, str]
 Parse = Callable[[dict[str, Any], Any], T]
 Handler = Callable[["Change[T]"], None]
 IndexFn = Callable[[T], Iterable[Hashable]]
+RouteFn = Callable[[Mapping[str, Any]], Iterable[Hashable]]
 FeedKey = tuple[str, str | None, str | None, str | None]
 """(kind, namespace, label selector, field selector) of one list/watch."""
 
 _TOMBSTONES = 50_000
 _UNPARSABLE = (errors.Invalid, KeyError, TypeError, ValueError)
+_NOWHERE: frozenset[Hashable] = frozenset()
 
 
 def identity(obj: dict[str, Any], previous: Any) -> dict[str, Any]:
@@ -82,6 +92,99 @@ def revision_of(obj: Mapping[str, Any]) -> int:
 def obj_key_of(obj: Mapping[str, Any]) -> ObjKey:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+@dataclass(frozen=True)
+class Route:
+    """The part of a feed a view takes: the objects for which `fn` (of the raw object; it must not raise) names one
+    of `keys` (module docstring). Views routed by one function share its results: pass the same function."""
+
+    fn: RouteFn
+    keys: frozenset[Hashable]
+
+
+class _Router:
+    """One route function's bookkeeping in a feed: each object's route keys, and per key its views and objects."""
+
+    def __init__(self, fn: RouteFn, objects: Mapping[ObjKey, Mapping[str, Any]]) -> None:
+        self.fn = fn
+        self.routes: dict[ObjKey, frozenset[Hashable]] = {}
+        self.objects: dict[Hashable, set[ObjKey]] = {}
+        self.views: dict[Hashable, list[Informer[Any]]] = {}
+        for key, obj in objects.items():
+            self.move(key, self.route(obj))
+
+    def route(self, obj: Mapping[str, Any]) -> frozenset[Hashable]:
+        try:
+            return frozenset(self.fn(obj))
+        except Exception:
+            log.exception("a route function failed on %s/%s", *obj_key_of(obj))
+            return _NOWHERE
+
+    def move(self, key: ObjKey, new: frozenset[Hashable]) -> frozenset[Hashable]:
+        """Record `key`'s new route keys; returns its old ones."""
+        old = self.routes.get(key, _NOWHERE)
+        if old == new:
+            return old
+        for route in old - new:
+            bucket = self.objects.get(route)
+            if bucket is not None:
+                bucket.discard(key)
+                if not bucket:
+                    del self.objects[route]
+        for route in new - old:
+            self.objects.setdefault(route, set()).add(key)
+        if new:
+            self.routes[key] = new
+        else:
+            self.routes.pop(key, None)
+        return old
+
+    def views_for(self, routes: Iterable[Hashable]) -> list[Informer[Any]]:
+        out: dict[int, Informer[Any]] = {}
+        for route in routes:
+            for view in self.views.get(route, ()):
+                out.setdefault(id(view), view)
+        return list(out.values())
+
+    def attach(self, view: Informer[Any], routes: Iterable[Hashable]) -> list[ObjKey]:
+        """`view` takes what `routes` name from now on; returns the keys of the objects routed to it now, sorted."""
+        out: set[ObjKey] = set()
+        for route in routes:
+            self.views.setdefault(route, []).append(view)
+            out |= self.objects.get(route, set())
+        return sorted(out)
+
+    def detach(self, view: Informer[Any], routes: Iterable[Hashable]) -> bool:
+        """`view` takes nothing more; returns whether any view is left."""
+        for route in routes:
+            listed = self.views.get(route, [])
+            if view in listed:
+                listed.remove(view)
+            if not listed:
+                self.views.pop(route, None)
+        return bool(self.views)
+
+
+_FIELD_ROUTES: dict[str, RouteFn] = {}
+
+
+def _pinned_route(filters: Filters) -> Route | None:
+    """In a wide feed, a view whose field selector pins a field (`spec.nodeName=node-a`) is routed by that field's
+    value: a thousand per-node views cost one lookup per change, not a thousand filter checks (the view's filters
+    still decide)."""
+    pinned = next((r for r in filters.fields.requirements if r.equal), None) if filters.fields is not None else None
+    if pinned is None:
+        return None
+    fn = _FIELD_ROUTES.get(pinned.field)
+    if fn is None:
+        reader = pinned
+
+        def fn(obj: Mapping[str, Any]) -> tuple[str]:
+            return (reader.value_of(obj),)
+
+        _FIELD_ROUTES[pinned.field] = fn
+    return Route(fn, frozenset({pinned.value}))
 
 
 @dataclass(frozen=True)
@@ -154,6 +257,9 @@ class Feed:
         self._revisions: dict[ObjKey, int] = {}
         self._tombstones: dict[ObjKey, int] = {}
         self.views: list[Informer[Any]] = []
+        """Every view of the feed, routed or not."""
+        self._plain: list[Informer[Any]] = []
+        self._routers: dict[RouteFn, _Router] = {}
         self.synced = False
         self.revision = 0
         """The newest store revision this feed reflects (a listing's, or the last watch event's)."""
@@ -188,8 +294,17 @@ class Feed:
     ) -> None:
         self._revisions[key] = rv
         self.objects[key] = obj
-        for view in list(self.views):
-            view._take(key, obj, rv, parsed if view is origin else None)
+        shared: dict[Parse[Any], Any] = {}  # one parse per parse function for this change
+        for view in list(self._plain):
+            view._take(key, obj, rv, parsed if view is origin else None, shared)
+        for router in list(self._routers.values()):
+            new = router.route(obj)
+            old = router.move(key, new)
+            for view in router.views_for(old | new):
+                if view._route is not None and view._route.keys & new:
+                    view._take(key, obj, rv, parsed if view is origin else None, shared)
+                else:
+                    view._drop(key)
 
     def _delete(self, key: ObjKey, rv: int) -> None:
         self._revisions.pop(key, None)
@@ -198,8 +313,49 @@ class Feed:
             for old_key in sorted(self._tombstones, key=self._tombstones.__getitem__)[: _TOMBSTONES // 2]:
                 del self._tombstones[old_key]
         self.objects.pop(key, None)
-        for view in list(self.views):
+        for view in list(self._plain):
             view._drop(key)
+        for router in list(self._routers.values()):
+            for view in router.views_for(router.move(key, _NOWHERE)):
+                view._drop(key)
+
+    # -- views ---------------------------------------------------------------------------------------------------
+
+    def add_view(self, view: Informer[Any]) -> None:
+        """A view joins (or joins again): it becomes what the feed holds for it (changes notified)."""
+        if view._joined:
+            return
+        view._joined = True
+        self.views.append(view)
+        route = view._route
+        if route is None:
+            self._plain.append(view)
+            keys: Iterable[ObjKey] = list(self.objects)
+        else:
+            router = self._routers.get(route.fn)
+            if router is None:
+                router = self._routers[route.fn] = _Router(route.fn, self.objects)
+            keys = router.attach(view, route.keys)
+        wanted = set(keys)
+        for key in [k for k in view._items if k not in wanted]:
+            view._drop(key)  # gone, or routed elsewhere, while the view was away
+        for key in keys:
+            obj = self.objects.get(key)
+            if obj is not None:
+                view._take(key, obj, self._revisions.get(key, 0), None)
+
+    def remove_view(self, view: Informer[Any]) -> None:
+        if not view._joined:
+            return
+        view._joined = False
+        self.views.remove(view)
+        route = view._route
+        if route is None:
+            self._plain.remove(view)
+            return
+        router = self._routers[route.fn]
+        if not router.detach(view, route.keys):
+            del self._routers[route.fn]
 
     def replace(self, items: Iterable[Mapping[str, Any]], revision: int) -> None:
         """A relist: the feed becomes `items` as of `revision`, keeping only entries newer than the listing (own
@@ -299,6 +455,7 @@ class Informer(Generic[T]):
         indexes: Mapping[str, IndexFn[T]] | None = None,
         retry_pause: tuple[float, float] = (0.05, 2.0),
         name: str | None = None,
+        route: Route | None = None,
     ) -> None:
         self.store = store
         self.kind = kind
@@ -318,9 +475,11 @@ class Informer(Generic[T]):
         self._feed = InformerSet.of(store).feed(kind, namespace, selector, fields, retry_pause=retry_pause)
         wide = (self._feed.namespace, self._feed.selector, self._feed.fields) != (namespace, selector, fields or None)
         self._filters: Filters | None = parse_filters(None, namespace, selector, fields) if wide else None
-        self._feed.views.append(self)
-        for key, obj in list(self._feed.objects.items()):
-            self._take(key, obj, self._feed._revisions.get(key, 0), None)
+        if route is None and self._filters is not None:
+            route = _pinned_route(self._filters)
+        self._route = route
+        self._joined = False
+        self._feed.add_view(self)
         if self._feed.synced:
             self.synced.set()
 
@@ -331,13 +490,27 @@ class Informer(Generic[T]):
 
     def close(self) -> None:
         """Leave the feed (a view made for a while: the agent's per-object sources)."""
-        if self in self._feed.views:
-            self._feed.views.remove(self)
+        self._feed.remove_view(self)
 
     # -- reads -------------------------------------------------------------------------------------------------
 
     def get(self, namespace: str, name: str) -> T | None:
         return self._items.get((namespace, name))
+
+    def peek(self, namespace: str, name: str) -> T | None:
+        """`get`, or for a routed view an object of the feed its route leaves out, parsed now and not kept (None
+        when the feed has no such object, or it does not parse or pass the view's filters)."""
+        key = (namespace, name)
+        found = self._items.get(key)
+        if found is not None or self._route is None:
+            return found
+        obj = self._feed.objects.get(key)
+        if obj is None or (self._filters is not None and not self._filters.matches(obj)):
+            return None
+        try:
+            return self._parse(obj, None)
+        except _UNPARSABLE:
+            return None
 
     def __contains__(self, key: object) -> bool:
         return key in self._items
@@ -415,15 +588,22 @@ class Informer(Generic[T]):
         """A relist of the feed (see `Feed.replace`)."""
         self._feed.replace(items, revision)
 
-    def _take(self, key: ObjKey, obj: dict[str, Any], rv: int, parsed: T | None) -> None:
-        """The feed has a newer `obj` for `key`: parse it into this view (or drop it when it left the filter)."""
+    def _take(
+        self, key: ObjKey, obj: dict[str, Any], rv: int, parsed: T | None, shared: dict[Parse[Any], Any] | None = None
+    ) -> None:
+        """The feed has a newer `obj` for `key`: parse it into this view (or drop it when it left the filter).
+        `shared`: the parses already made of this change, by parse function (module docstring)."""
         if self._filters is not None and not self._filters.matches(obj):
             self._drop(key)
             return
         old = self._items.get(key)
+        if parsed is None and shared is not None:
+            parsed = shared.get(self._parse)
         if parsed is None:
             try:
                 parsed = self._parse(obj, old)
+                if shared is not None:
+                    shared[self._parse] = parsed
             except _UNPARSABLE as e:
                 reason = getattr(e, "message", None) or str(e)
                 if self._invalid.get(key) != reason:
@@ -511,14 +691,7 @@ class Informer(Generic[T]):
 
     def _join(self) -> None:
         """Join the feed again after `close`: the view becomes what the feed holds (changes notified)."""
-        feed = self._feed
-        if self in feed.views:
-            return
-        feed.views.append(self)
-        for key in [k for k in self._items if k not in feed.objects]:
-            self._drop(key)
-        for key, obj in list(feed.objects.items()):
-            self._take(key, obj, feed.resource_version(key) or 0, None)
+        self._feed.add_view(self)
 
     async def wait_synced(self) -> None:
         await self.synced.wait()
