@@ -8,14 +8,17 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from devplace import errors
 from devplace.agent import _instances as instances
 from devplace.agent import _slots as slots
 from devplace.agent import _writes as writes
-from devplace.agent._caches import NodeCache
+from devplace.agent._caches import ORPHANED, NodeCache, instance_routes
 from devplace.agent._instances import InstanceRecord
 from devplace.agent._slots import Usage
+from devplace.api import named_node
 from devplace.store import MemoryStore, ObjectList, WatchStream
 from devplace.supervisors import Supervisor
 
@@ -457,3 +460,30 @@ async def test_a_missing_secret_is_known_absent_and_appears_when_created(
     await memory_store.create(secret("later"))
     await eventually(lambda: bool(cache.source_values()), "the watch to deliver the new Secret")
     assert list(cache.source_values()) == [("Secret", "default", "later")]
+
+
+@given(
+    st.one_of(
+        st.text(max_size=30),
+        st.builds(lambda v, n: f"C:{v}:{n}", st.text(max_size=8), st.text(max_size=8)),
+        st.builds(lambda c, n: f"D:default/{c}:{n}", st.text(max_size=8), st.text(max_size=8)),
+        st.integers(),
+        st.none(),
+    )
+)
+def test_an_instance_routes_to_every_node_a_holder_names_as_the_slot_rules_read_it(raw: Any) -> None:
+    """Never fewer routes than holders: a node must hear of every Instance whose slots name it (it frees them)."""
+    named = named_node(raw)
+    assert named is None or named in instance_routes({"spec": {"nodes": ["node-x"], "deviceUsage": {"c-0": raw}}})
+
+
+def test_an_instance_routes_to_its_nodes_its_holders_and_orphaned_when_it_lists_none() -> None:
+    held = {"a-0": "node-b", "a-1": "C:a-1:node-c", "a-2": "D:default/claim:node-d", "a-3": ""}
+    assert instance_routes({"spec": {"nodes": ["node-a"], "deviceUsage": held}}) == {
+        "node-a",
+        "node-b",
+        "node-c",
+        "node-d",
+    }
+    assert instance_routes({"spec": {"nodes": [], "deviceUsage": {"a-0": ""}}}) == {ORPHANED}
+    assert instance_routes({"spec": "broken"}) == {ORPHANED}

@@ -29,7 +29,7 @@ from typing import Any
 
 from devplace.agent import _properties as properties
 from devplace.agent._instances import InstanceRecord
-from devplace.api import Configuration, named_node
+from devplace.api import Configuration
 from devplace.store import Informer, Route, Store
 from devplace.supervisors import Supervisor
 
@@ -76,8 +76,11 @@ ORPHANED: Hashable = ("", "orphaned")
 
 def instance_routes(obj: Mapping[str, Any]) -> set[Hashable]:
     """The nodes an Instance concerns, read from the wire object (it may be malformed: never raises): those it lists,
-    those its slots name (`api.named_node`: a node that left still frees what it holds), `ORPHANED` when it lists
-    none."""
+    those its slots name (a node that left still frees what it holds), `ORPHANED` when it lists none.
+
+    A holder names its node last, after the last `:` (`node-a`, `C:<vdev>:node-a`, `D:<ns>/<claim>:node-a`; node
+    names have no `:`), which is also what `api.named_node` reads from a holder that breaks the grammar: one string
+    operation per slot, on every change of every Instance a process watches."""
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return {ORPHANED}
@@ -88,10 +91,8 @@ def instance_routes(obj: Mapping[str, Any]) -> set[Hashable]:
     usage = spec.get("deviceUsage")
     if isinstance(usage, Mapping):
         for raw in usage.values():
-            if raw:
-                node = named_node(raw)
-                if node is not None:
-                    out.add(node)
+            if raw and isinstance(raw, str):
+                out.add(raw.rpartition(":")[2])
     return out
 
 
