@@ -3,8 +3,8 @@
 Per node it runs a real agent (`devplace.agent.Agent`) and a simulated kubelet (`SimKubelet`) that talk over real gRPC
 on unix sockets under a short temporary directory (AF_UNIX paths are limited to 107 bytes; in /dev/shm where the
 machine has that tmpfs, since a thousand nodes make tens of thousands of socket files, which a disk-backed /tmp
-created 60x slower here), and a `sim` discovery
-handler reading a shared device `World`. Nothing is mocked: what a test sees here is what a node would do.
+created 60x slower here), and a `sim` discovery handler reading a shared device `World`. Nothing is mocked: what a
+test sees here is what a node would do.
 `Fleet(transport="inprocess")` carries the same gRPC messages and calls between kubelets and agents in process
 (`deviceplugin.InProcessTransport`, for hundreds of nodes); the default stays on real sockets.
 
@@ -17,10 +17,10 @@ work and pending ListAndWatch sends; a kubelet holds queued admissions, a due No
 `Supervisor`), so the fleet is settled when no part is busy and the store revision did not move across a flush: a
 few event-loop passes and a round trip on every plugin connection (a ListAndWatch message an agent has sent is on
 its way to the kubelet; the round trip on the same connection arrives after it; in process nothing is ever in flight,
-so there is no round trip: `SimKubelet.flush_plugins`). While parts are busy, `settle`
-sleeps until one of their supervisors reports idle (`wait_idle`) or fails, and checks again; only a part without a
-supervisor is polled. It raises `errors.Unavailable` naming the busy parts on timeout, and a part's fatal failure
-(a loop its supervisor could not restart) as it is.
+so there is no round trip: `SimKubelet.flush_plugins`). While parts are busy, `settle` sleeps until one of their
+supervisors reports idle (`wait_idle`) or fails, and checks again; only a part without a supervisor is polled. It
+raises `errors.Unavailable` naming the busy parts on timeout, and a part's fatal failure (a loop its supervisor could
+not restart) as it is.
 
 Memory: a fleet keeps every part's caches in one heap, almost all of it long-lived. While any fleet runs, Python's
 cyclic collector runs its young generation every `YOUNG_COLLECTION_EVERY` allocations instead of 700 (and the older
