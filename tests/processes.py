@@ -178,6 +178,18 @@ class Daemons:
         await self.stop_all()
 
 
+ELECTION = (
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "3",
+    "--leader-elect-renew-deadline",
+    "2",
+    "--leader-elect-retry-period",
+    "0.3",
+)
+"""Leader-election flags for daemons under test: a takeover in about lease + retry (3.3 s)."""
+
+
 async def poll_until(
     check: Callable[[], Awaitable[T | None]],
     what: str,

@@ -23,21 +23,12 @@ import pytest
 from devplace import errors
 from devplace.store import Store, open_store
 from tests.e2e.kubeclients import KUBECTL, Kubectl
-from tests.processes import Cluster, Daemon, Daemons, poll_until
+from tests.processes import ELECTION, Cluster, Daemon, Daemons, poll_until
 
 pytestmark = pytest.mark.slow
 
 WAIT = 30.0
 """Seconds any one wait may take before the test fails as hung (the takeovers need about lease + retry, 3.3 s)."""
-ELECTION = (
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "3",
-    "--leader-elect-renew-deadline",
-    "2",
-    "--leader-elect-retry-period",
-    "0.3",
-)
 
 
 def identity(daemon: Daemon) -> str:

@@ -44,20 +44,11 @@ import pytest
 from devplace import errors
 from devplace.api import DeviceSelector, Requirement, compile_class
 from devplace.store import Event, Store, open_store
-from tests.processes import Cluster, Daemon, Daemons, poll_until
-from tests.scheduler.builders import gpu_instance_object, gpu_slice, node_object
+from tests.processes import ELECTION, Cluster, Daemon, Daemons, poll_until
+from tests.scheduler.builders import claim_pod_object, gpu_instance_object, gpu_slice, node_object
 
 WAIT = 45.0
 """Seconds any one wait may take before the test fails as hung (a takeover needs about lease + retry, 3.3 s)."""
-ELECTION = (
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "3",
-    "--leader-elect-renew-deadline",
-    "2",
-    "--leader-elect-retry-period",
-    "0.3",
-)
 NODES = ("node-a", "node-b", "node-c", "node-d")
 GPUS_PER_NODE = 2
 DEVICES = len(NODES) * GPUS_PER_NODE
@@ -73,18 +64,6 @@ def template() -> dict[str, Any]:
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": TEMPLATE, "namespace": "default"},
         "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}}},
-    }
-
-
-def pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "containers": [{"name": "main", "image": "app", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}],
-        },
     }
 
 
@@ -259,7 +238,7 @@ class Workload:
     async def wave(self, count: int) -> list[str]:
         names = [f"job-{len(self.created) + i:02d}" for i in range(count)]
         self.created.extend(names)
-        await asyncio.gather(*(self.store.create(pod(n)) for n in names))
+        await asyncio.gather(*(self.store.create(claim_pod_object(n, template=TEMPLATE)) for n in names))
         return names
 
     async def pods(self) -> dict[str, dict[str, Any]]:

@@ -197,3 +197,32 @@ def node_object(name: str) -> dict[str, Any]:
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
         "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
     }
+
+
+def claim_pod_object(name: str, *, template: str | None = None, claim_name: str | None = None) -> dict[str, Any]:
+    """A Pod whose one container asks the claim `gpu`: made from `template` (resourceClaimTemplateName) or the claim
+    `claim_name` (resourceClaimName)."""
+    entry: dict[str, Any] = {"name": "gpu"}
+    if template is not None:
+        entry["resourceClaimTemplateName"] = template
+    if claim_name is not None:
+        entry["resourceClaimName"] = claim_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "main", "image": "app", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [entry],
+        },
+    }
+
+
+def device_class_object(name: str, *expressions: str) -> dict[str, Any]:
+    """A DeviceClass selecting with each CEL `expressions` (all must hold)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
+    }

@@ -18,7 +18,13 @@ from devplace.clocks import FakeClock
 from devplace.controller._claims import ClaimLifecycle, claim_name_for
 from devplace.scheduler._schedulers import Scheduler
 from devplace.store import DelegatingStore, MemoryStore, Store
-from tests.scheduler.builders import GPU_CONFIGURATION, gpu_instance_object, gpu_slice, node_object
+from tests.scheduler.builders import (
+    GPU_CONFIGURATION,
+    claim_pod_object,
+    gpu_instance_object,
+    gpu_slice,
+    node_object,
+)
 
 HIGH = "nvidia.high.mem"
 
@@ -37,23 +43,6 @@ def claim(name: str, count: int = 1) -> dict[str, Any]:
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": HIGH, "count": count}}]}},
-    }
-
-
-def pod(name: str, *, template: str | None = None, claim_name: str | None = None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"name": "gpu"}
-    if template is not None:
-        entry["resourceClaimTemplateName"] = template
-    if claim_name is not None:
-        entry["resourceClaimName"] = claim_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "containers": [{"name": "main", "image": "app", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [entry],
-        },
     }
 
 
@@ -122,7 +111,7 @@ async def test_seed_003_through_dra_binds_two_pods_to_the_big_gpus_and_the_third
 ) -> None:
     scheduler, lifecycle = cluster
     for name in ("train-1", "train-2", "train-3"):
-        await store.create(pod(name, template="one-big-gpu"))
+        await store.create(claim_pod_object(name, template="one-big-gpu"))
         await settle(store, scheduler, lifecycle)  # one after another: the third is the one left out
     pods = {p["metadata"]["name"]: p for p in (await store.list("Pod", "default")).items}
     assert {n: p["spec"].get("nodeName") for n, p in pods.items()} == {
@@ -173,8 +162,8 @@ async def test_a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_bot
 ) -> None:
     scheduler, lifecycle = cluster
     await store.create(claim("shared"))
-    await store.create(pod("reader-1", claim_name="shared"))
-    await store.create(pod("reader-2", claim_name="shared"))
+    await store.create(claim_pod_object("reader-1", claim_name="shared"))
+    await store.create(claim_pod_object("reader-2", claim_name="shared"))
     await settle(store, scheduler, lifecycle)
     pods = {p["metadata"]["name"]: p for p in (await store.list("Pod", "default")).items}
     shared = await store.get("ResourceClaim", "shared", "default")
@@ -201,7 +190,7 @@ async def test_a_claim_no_node_can_serve_leaves_the_pod_pending_with_a_reason_pe
 ) -> None:
     scheduler, lifecycle = cluster
     await store.create(claim("three", count=3))
-    await store.create(pod("greedy", claim_name="three"))
+    await store.create(claim_pod_object("greedy", claim_name="three"))
     await settle(store, scheduler, lifecycle)
     greedy = await store.get("Pod", "greedy", "default")
     assert "nodeName" not in greedy["spec"]
@@ -218,7 +207,7 @@ async def test_a_pod_whose_claim_does_not_exist_waits_and_says_so(
     store: MemoryStore, cluster: tuple[Scheduler, ClaimLifecycle]
 ) -> None:
     scheduler, lifecycle = cluster
-    await store.create(pod("early", claim_name="later"))
+    await store.create(claim_pod_object("early", claim_name="later"))
     await settle(store, scheduler, lifecycle)
     condition = scheduled(await store.get("Pod", "early", "default"))
     assert condition is not None
@@ -234,7 +223,7 @@ async def test_a_pod_bound_elsewhere_meanwhile_is_answered_409_and_keeps_its_nod
 
     clock = FakeClock()
     await store.create(node_object("node-a"))
-    await store.create(pod("p", claim_name="x"))
+    await store.create(claim_pod_object("p", claim_name="x"))
     await bind_pod(store, binding("default", "p", "node-a"), clock=clock)
     with pytest.raises(errors.Conflict, match='already assigned to node "node-a"'):
         await bind_pod(store, binding("default", "p", "node-b"), clock=clock)
@@ -274,7 +263,7 @@ async def test_a_binding_that_fails_after_the_claim_was_allocated_binds_later_on
     await scheduler.start()
     lifecycle.start()
     try:
-        await store.create(pod("worker", claim_name="mine"))
+        await store.create(claim_pod_object("worker", claim_name="mine"))
         await settle(store, scheduler, lifecycle)
         assert failing.failures == 0  # the first binding failed after the claim was allocated and reserved
         allocated = await store.get("ResourceClaim", "mine", "default")
@@ -303,7 +292,7 @@ async def test_a_pod_deleted_between_its_claims_allocation_and_its_binding_leave
     await scheduler.start()
     lifecycle.start()
     try:
-        await store.create(pod("worker", claim_name="mine"))
+        await store.create(claim_pod_object("worker", claim_name="mine"))
         await settle(store, scheduler, lifecycle)
         device = (await store.get("ResourceClaim", "mine", "default"))["status"]["allocation"]["devices"]["results"][0]
         await store.delete("Pod", "worker", "default")
@@ -329,12 +318,12 @@ async def test_a_slot_left_held_by_a_claims_interrupted_try_is_freed_once_the_cl
     await store.create(claim("mine"))
     gpu = await store.get("Instance", "gpu-80g", "default")
     await store.update({**gpu, "spec": {**gpu["spec"], "deviceUsage": {"gpu-80g-0": "D:default/mine:node-d"}}})
-    await store.create(pod("first", claim_name="mine"))
+    await store.create(claim_pod_object("first", claim_name="mine"))
     await settle(store, scheduler, lifecycle)
     mine = await store.get("ResourceClaim", "mine", "default")
     assert [r["device"] for r in mine["status"]["allocation"]["devices"]["results"]] == ["gpu-32gi"]
     assert (await store.get("Instance", "gpu-80g", "default"))["spec"]["deviceUsage"] == {"gpu-80g-0": ""}
-    await store.create(pod("second", template="one-big-gpu"))
+    await store.create(claim_pod_object("second", template="one-big-gpu"))
     await settle(store, scheduler, lifecycle)
     assert (await store.get("Pod", "second", "default"))["spec"]["nodeName"] == "node-d"
 
@@ -400,7 +389,7 @@ async def test_a_slot_held_through_the_device_plugin_is_never_allocated_again_th
                     "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "cams"}}]}},
                 }
             )
-            await store.create(pod(f"pod-{name}", claim_name=name))
+            await store.create(claim_pod_object(f"pod-{name}", claim_name=name))
             await settle(store, scheduler)
         usage = (await store.get("Instance", "cam", "default"))["spec"]["deviceUsage"]
         assert usage == {"cam-0": "node-a", "cam-1": "D:default/one:node-a"}
@@ -532,7 +521,7 @@ def cam_pod(name: str, node: str | None = None) -> dict[str, Any]:
     }
     if node is not None:
         spec["nodeName"] = node
-    return {**pod(name), "spec": spec}
+    return {**claim_pod_object(name), "spec": spec}
 
 
 class WriteOrder(DelegatingStore):
@@ -560,7 +549,7 @@ async def test_a_burst_takes_its_claims_slots_before_it_binds_a_device_path_pod_
     preference read from the store) cannot pick the slot the claim took."""
     await seed_cam_and_claim_one(store)
     await store.create(cam_pod("a-plain"))
-    await store.create(pod("b-claim", claim_name="one"))
+    await store.create(claim_pod_object("b-claim", claim_name="one"))
     recorder = WriteOrder(store)
     scheduler = Scheduler(recorder, clock)
     await scheduler.start()
@@ -579,7 +568,7 @@ async def test_dra_takes_no_slot_of_a_device_while_a_device_path_pod_asking_it_i
     (the pod Running), then takes a free slot."""
     await seed_cam_and_claim_one(store)
     plain = await store.create(cam_pod("a-plain", node="node-a"))
-    await store.create(pod("b-claim", claim_name="one"))
+    await store.create(claim_pod_object("b-claim", claim_name="one"))
     scheduler = Scheduler(store, clock)
     await scheduler.start()
     try:

@@ -14,6 +14,7 @@ from devplace.server._app import create_app
 from devplace.server._authn import Auth, Tokens
 from devplace.server._classdevices import Selection, device_class_devices, resource_class_devices
 from devplace.store import MemoryStore
+from tests.scheduler.builders import device_class_object
 from tests.servers import serve_app
 
 BOUND = 10.0
@@ -63,15 +64,6 @@ def resource_class(name: str, *terms: Any) -> dict[str, Any]:
 
 def where(key: str, *values: str) -> dict[str, Any]:
     return {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}
-
-
-def device_class(name: str, *expressions: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
-    }
 
 
 def resource_slice(name: str, node: str, generation: int, *devices: tuple[str, str]) -> dict[str, Any]:
@@ -184,13 +176,13 @@ SLICES = [
 def test_a_device_class_selects_the_newest_pool_devices_all_its_selectors_accept(
     expressions: tuple[str, ...], expected: list[str]
 ) -> None:
-    selection = device_class_devices("gpus", device_class("gpus", *expressions), SLICES)
+    selection = device_class_devices("gpus", device_class_object("gpus", *expressions), SLICES)
     assert ([f"{item['pool']}/{item['name']}" for item in selection.items], selection.problem) == (expected, None)
 
 
 def test_a_device_class_device_item_names_its_driver_pool_slice_node_and_qualified_attributes() -> None:
     selection = device_class_devices(
-        "a100", device_class("a100", 'device.attributes["gpu.example.com"].model == "a100"'), SLICES
+        "a100", device_class_object("a100", 'device.attributes["gpu.example.com"].model == "a100"'), SLICES
     )
     assert selection.items == [
         {
@@ -206,7 +198,9 @@ def test_a_device_class_device_item_names_its_driver_pool_slice_node_and_qualifi
 
 
 def test_a_device_class_whose_selector_fails_on_a_device_leaves_it_out_and_says_so() -> None:
-    selection = device_class_devices("odd", device_class("odd", 'device.attributes["gpu.example.com"].missing'), SLICES)
+    selection = device_class_devices(
+        "odd", device_class_object("odd", 'device.attributes["gpu.example.com"].missing'), SLICES
+    )
     assert selection == Selection(
         [],
         'selector #0 on device gpu.example.com/node-a/gpu-0: device.attributes["gpu.example.com"].missing: '
@@ -235,7 +229,8 @@ async def url(memory_store: MemoryStore) -> AsyncIterator[str]:
                 assert (await admin.post(RESOURCE_CLASSES, json=obj)).status_code == 201
             assert (
                 await admin.post(
-                    DEVICE_CLASSES, json=device_class("h100", 'device.attributes["gpu.example.com"].model == "h100"')
+                    DEVICE_CLASSES,
+                    json=device_class_object("h100", 'device.attributes["gpu.example.com"].model == "h100"'),
                 )
             ).status_code == 201
             for obj in SLICES:

@@ -18,6 +18,7 @@ from devplace.server import _resources as resources
 from devplace.server._app import create_app
 from devplace.store import MemoryStore
 from tests.api.test_dra import INVALID, MANIFESTS, expand
+from tests.scheduler.builders import device_class_object
 from tests.servers import serve_app
 
 BOUND = 30.0  # seconds a request may take before the test fails (a bound, not a timing)
@@ -48,15 +49,6 @@ async def api(memory_store: MemoryStore) -> AsyncIterator[httpx2.AsyncClient]:
         httpx2.AsyncClient(base_url=url, timeout=BOUND) as client,
     ):
         yield client
-
-
-def device_class(name: str, *expressions: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": e}} for e in expressions]},
-    }
 
 
 async def test_the_published_dra_manifests_are_created_and_read_back_as_written(api: httpx2.AsyncClient) -> None:
@@ -102,7 +94,7 @@ HOSTILE = {
 async def test_a_hostile_selector_is_refused_at_create_naming_the_expression(
     api: httpx2.AsyncClient, expression: str
 ) -> None:
-    obj = device_class("hostile", expression)
+    obj = device_class_object("hostile", expression)
     refused = await api.post(collection(obj), json=obj)
     assert refused.status_code == 422, refused.text
     causes = refused.json()["details"]["causes"]
@@ -140,7 +132,7 @@ async def test_a_device_class_patch_is_validated_off_the_event_loop_too(
 ) -> None:
     """As a create: a patch (or a server-side apply) of a kind whose validation compiles CEL is checked in a worker
     thread, so the server answers others meanwhile."""
-    obj = device_class("patched", 'device.driver == "a.example.com"')
+    obj = device_class_object("patched", 'device.driver == "a.example.com"')
     assert (await api.post(collection(obj), json=obj)).status_code == 201
     started, answered = threading.Event(), threading.Event()
     prepare = resources.prepare_write

@@ -24,7 +24,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,17 +69,7 @@ class Sample:
     decision: dict[str, dict[str, Any]]
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "time": self.time,
-            "nodes": self.nodes,
-            "down": self.down,
-            "pods": self.pods,
-            "pending": self.pending,
-            "instances": self.instances,
-            "brokers": self.brokers,
-            "decision": self.decision,
-        }
+        return asdict(self)  # every field is plain data already, named as the report names it
 
 
 @dataclass
