@@ -73,6 +73,9 @@ CL_KEY = (f"{P}/cams", "cams-aaaaaa")
         (set(), {IL_KEY: 0.0, CL_KEY: 0.0}, {}, 300.0, [IL_KEY, CL_KEY]),
         ({IL_KEY}, {IL_KEY: 0.0, CL_KEY: 0.0}, {}, 300.0, [CL_KEY]),  # in use again: not released
         (set(), {IL_KEY: 0.0}, {IL_KEY: 200.0}, 300.0, []),  # allocated since: the grace restarts
+        (set(), {}, {IL_KEY: 0.0}, 300.0, [IL_KEY]),  # never listed since its allocation: absent since then
+        (set(), {}, {IL_KEY: 1.0}, 300.0, []),
+        (set(), {IL_KEY: 100.0}, {IL_KEY: 0.0}, 300.0, []),  # an absence already recorded stands
     ],
 )
 def test_absences_release_only_after_the_grace(

@@ -11,8 +11,10 @@ import httpx2
 import pytest
 
 from devplace.clocks import FakeClock
+from devplace.server import _watches as watches
 from devplace.server._app import create_app
-from devplace.store import MemoryStore
+from devplace.server._representations import ObjectResponse
+from devplace.store import Event, MemoryStore
 from tests.servers import serve_app
 
 NODES = "/api/v1/nodes"
@@ -153,3 +155,27 @@ async def test_a_watch_asking_for_initial_events_is_refused_so_clients_fall_back
     response = await api.get(NODES, params={"watch": "1", "sendInitialEvents": "true"}, headers=JSON)
     assert response.status_code == 422
     assert response.json()["details"]["causes"][0]["field"] == "sendInitialEvents"
+
+
+def test_an_event_with_its_stored_json_is_sent_as_those_bytes_around_its_type() -> None:
+    body = '{"kind":"Instance","metadata":{"name":"x","resourceVersion":"7"},"spec":{"a":"\u00e9"}}'
+    line = watches._event_line(Event("MODIFIED", json.loads(body), 7, body), None, True)
+    assert line == b'{"type":"MODIFIED","object":' + body.encode() + b"}\n"
+    assert json.loads(line) == {"type": "MODIFIED", "object": json.loads(body)}
+
+
+def test_an_event_without_stored_json_is_encoded_and_a_rendered_one_never_takes_the_stored_json() -> None:
+    assert watches._event_line(Event("ADDED", {"metadata": {"name": "x"}}, 3), None, True) == (
+        b'{"type":"ADDED","object":{"metadata":{"name":"x"}}}\n'
+    )
+    rendered = watches._event_line(Event("ADDED", {"a": 1}, 3, '{"a":1}'), lambda obj, first: {"row": first}, True)
+    assert rendered == b'{"type":"ADDED","object":{"row":true}}\n'
+
+
+def test_a_line_quoting_a_lone_surrogate_is_written_escaped() -> None:
+    assert watches._line({"message": "bad \ud800"}) == b'{"message":"bad \\ud800"}\n'
+
+
+def test_an_object_answer_is_compact_json_and_what_orjson_refuses_is_encoded_as_before() -> None:
+    assert ObjectResponse({"kind": "Pod", "n": "\u00e9"}).body == '{"kind":"Pod","n":"\u00e9"}'.encode()
+    assert ObjectResponse({1: "a"}).body == b'{"1":"a"}'  # a key that is not text: the stdlib encoder's answer

@@ -252,3 +252,9 @@ def test_a_watch_from_the_future_is_gone_saying_too_large_and_relist() -> None:
     assert type(err) is errors.Gone
     assert "too large resource version: 100000, current: 6" in err.message
     assert "relist" in err.message
+
+
+def test_events_are_equal_whether_or_not_they_carry_their_stored_json() -> None:
+    obj = {"kind": "ConfigMap", "metadata": {"name": "a"}}
+    assert base.Event("ADDED", obj, 3, '{"kind":"ConfigMap","metadata":{"name":"a"}}') == base.Event("ADDED", obj, 3)
+    assert base.Event("ADDED", obj, 3, "{}") != base.Event("MODIFIED", obj, 3, "{}")

@@ -888,3 +888,17 @@ def test_a_file_newer_than_the_code_is_refused_naming_both_versions_and_left_unc
     )
     assert Path(db).read_bytes() == before
     assert _user_version(db) == 2
+
+
+async def test_watch_events_carry_the_stored_json_their_objects_decode_from(store: SqliteStore) -> None:
+    """Offered at commit and read back from the file: a server sends that JSON as it is (`Event.body`)."""
+    async with store.watch("ConfigMap", "default") as live:
+        created = await store.create(configmap("c", k="é"))
+        created["data"]["k"] = "ü"
+        await store.update(created)
+        offered = await take(live, 2)
+    read = await history(store)
+    for event in [*offered, *read]:
+        assert event.body is not None
+        assert json.loads(event.body) == event.object
+    assert [e.object["data"]["k"] for e in offered] == ["é", "ü"]

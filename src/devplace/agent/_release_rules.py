@@ -83,17 +83,19 @@ def absences(
 ) -> tuple[dict[DeviceKey, float], list[HeldSlot]]:
     """One PodResources observation at `now`: the new absence record, and the held slots due for release.
 
-    A held device not in use is absent since the first observation that missed it, or since it was last
-    allocated if that is later (the kubelet lists a device only after Allocate returns). Due once absent for at
-    least `grace`. Devices in use, or no longer held, drop out of the record.
+    A held device not in use is absent since it was allocated when no listing has shown it in use since
+    (`allocated_at`: the caller forgets a device's allocation once a listing shows it, and the kubelet lists a
+    device from the moment its Allocate has returned), else since the first observation that missed it, or since it
+    was allocated again if that is later. Due once absent for at least `grace`. Devices in use, or no longer held,
+    drop out of the record.
     """
     since_out: dict[DeviceKey, float] = {}
     due: list[HeldSlot] = []
     for key, slot in held.items():
         if key in in_use:
             continue
-        since = absent_since.get(key, now)
         allocated = allocated_at.get(key)
+        since = absent_since.get(key, now if allocated is None else allocated)
         if allocated is not None and allocated > since:
             since = allocated
         since_out[key] = since

@@ -94,7 +94,7 @@ from devplace.server import _namespaces as namespaces
 from devplace.server import _statuses as http_errors
 from devplace.server import _watches as watches
 from devplace.server._bodies import decode_body
-from devplace.server._representations import Representation, negotiate
+from devplace.server._representations import ObjectResponse, Representation, negotiate
 from devplace.server._requests import (
     FieldValidation,
     Target,
@@ -484,7 +484,7 @@ class _Routes:
         obj = target.check_group(await self.store.get(target.info.kind, target.name, target.store_namespace))
         if shown.table is None:
             obj = target.shown(obj)
-        return JSONResponse(shown.item_body(target.info.kind, obj, self.clock.now()))
+        return ObjectResponse(shown.item_body(target.info.kind, obj, self.clock.now()))
 
     # -- writes -----------------------------------------------------------------------------------------------------
 
@@ -508,7 +508,7 @@ class _Routes:
             created = await self._dry_create(obj) if dry else await self.store.create(obj)
         except errors.AlreadyExists as e:
             raise await taken(self.store, target, obj) from e
-        return _with_warnings(JSONResponse(target.shown(created), status_code=201), warnings)
+        return _with_warnings(ObjectResponse(target.shown(created), status_code=201), warnings)
 
     async def _dry_create(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What a create would store, without storing it: 409 if the name is taken; no resourceVersion."""
@@ -545,8 +545,8 @@ class _Routes:
             current = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
             expected = str(resource_version_of(obj))
             _check_resource_version(target, expected, current)
-            return _with_warnings(JSONResponse(target.shown(stamp_updated(current, obj, int(expected)))), warnings)
-        return _with_warnings(JSONResponse(target.shown(await self.store.update(obj))), warnings)
+            return _with_warnings(ObjectResponse(target.shown(stamp_updated(current, obj, int(expected)))), warnings)
+        return _with_warnings(ObjectResponse(target.shown(await self.store.update(obj))), warnings)
 
     async def item_delete(self, request: Request) -> Response:
         target = self._target(request)
@@ -559,10 +559,10 @@ class _Routes:
         kind, name, ns = target.info.kind, target.name, target.store_namespace
         if kind == "Namespace" and not options.dry_run and pre.uid is None:  # with everything in it
             gone = await namespaces.delete_namespace(self.store, name, resource_version=pre.resource_version)
-            return JSONResponse(deleted_answer(target, gone))
+            return ObjectResponse(deleted_answer(target, gone))
         if pre.uid is None and not options.dry_run and not target.separate:
             gone = await self.store.delete(kind, name, ns, resource_version=pre.resource_version)
-            return JSONResponse(deleted_answer(target, gone))
+            return ObjectResponse(deleted_answer(target, gone))
         for attempt in range(DELETE_ATTEMPTS):  # the object must be read first: its uid, or its group
             current = target.check_group(await self.store.get(kind, name, ns))
             meta = current["metadata"]
@@ -577,14 +577,14 @@ class _Routes:
                     f"(current is {meta.get('resourceVersion')})"
                 )
             if options.dry_run:
-                return JSONResponse(deleted_answer(target, current))
+                return ObjectResponse(deleted_answer(target, current))
             try:  # deleted only as read (what was checked is what goes); a write meanwhile: read again
                 gone = await self.store.delete(kind, name, ns, resource_version=str(meta.get("resourceVersion")))
             except errors.Conflict:
                 if rv is not None or attempt == DELETE_ATTEMPTS - 1:
                     raise
                 continue
-            return JSONResponse(deleted_answer(target, gone))
+            return ObjectResponse(deleted_answer(target, gone))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- subresources -----------------------------------------------------------------------------------------------
@@ -604,7 +604,7 @@ class _Routes:
     async def status_get(self, request: Request) -> Response:
         target = self._subresource_target(request, "status")
         obj = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
-        return JSONResponse(target.check_group(obj))
+        return ObjectResponse(target.check_group(obj))
 
     async def status_put(self, request: Request) -> Response:
         """Replace `status` only (module docstring), by compare-and-swap."""
@@ -623,7 +623,7 @@ class _Routes:
             return new
 
         written = await self._write(target, decide, dry_run(request.query_params.getlist("dryRun")))
-        return _with_warnings(JSONResponse(written), warnings)
+        return _with_warnings(ObjectResponse(written), warnings)
 
     async def binding_post(self, request: Request) -> Response:
         """Bind a Pod to a Node (`pods/{name}/binding`, what a scheduler POSTs): `api.bound_pod` by compare-and-swap;
@@ -665,12 +665,12 @@ class _Routes:
         else:
             decide(await self.store.get("Pod", name, namespace))
         answer = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
-        return JSONResponse(answer, status_code=201)
+        return ObjectResponse(answer, status_code=201)
 
     async def scale_get(self, request: Request) -> Response:
         target = self._subresource_target(request, "scale")
         obj = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
-        return JSONResponse(scale_of(target.check_group(obj)))
+        return ObjectResponse(scale_of(target.check_group(obj)))
 
     async def scale_put(self, request: Request) -> Response:
         """Set `spec.replicas` from a `Scale` (`kubectl scale`), by compare-and-swap; answers the new Scale."""
@@ -687,7 +687,7 @@ class _Routes:
             return new
 
         written = await self._write(target, decide, dry_run(request.query_params.getlist("dryRun")))
-        return JSONResponse(scale_of(written))
+        return ObjectResponse(scale_of(written))
 
     def _recorder(
         self, request: Request, target: Target, subresource: str
@@ -719,7 +719,7 @@ class _Routes:
     # -- /store -----------------------------------------------------------------------------------------------------
 
     async def store_revision(self, request: Request) -> Response:
-        return JSONResponse({"revision": await self.store.revision()})
+        return ObjectResponse({"revision": await self.store.revision()})
 
     async def store_compact(self, request: Request) -> Response:
         """Compact the store's history up to `revision`; 422 for one beyond the current revision (the store refuses
@@ -729,7 +729,7 @@ class _Routes:
         if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
             raise errors.Invalid.field("revision", "must be a non-negative integer")
         await self.store.compact(raw)
-        return JSONResponse({"revision": raw})
+        return ObjectResponse({"revision": raw})
 
     async def store_watch(self, request: Request) -> Response:
         """A watch across kinds. Its parameters are devplace's own, so one it does not take is refused (400 naming

@@ -136,10 +136,15 @@ async def _error_only(error: errors.DevplaceError) -> AsyncIterator[bytes]:
     yield _line({"type": "ERROR", "object": http_errors.status_body(error)})
 
 
-def _wire(event: Event, render: Render | None, first: bool) -> dict[str, Any]:
+def _event_line(event: Event, render: Render | None, first: bool) -> bytes:
+    """An event's line: around the object's JSON as the store keeps it when the store has it and nothing is
+    rendered (a dozen watchers of one write then encode nothing), else encoded."""
     if render is None:
-        return event.to_wire()
-    return {"type": event.type, "object": render(event.object, first)}
+        if event.body is not None:
+            body = event.body if isinstance(event.body, bytes) else event.body.encode()
+            return b'{"type":"' + event.type.encode() + b'","object":' + body + b"}\n"
+        return _line(event.to_wire())
+    return _line({"type": event.type, "object": render(event.object, first)})
 
 
 async def _lines(
@@ -167,7 +172,7 @@ async def _lines(
         try:
             async for item in events:
                 if isinstance(item, Event):
-                    yield _line(_wire(item, render, first))
+                    yield _event_line(item, render, first)
                     first = False
                 else:
                     yield _line(_bookmark(bookmarks, item, render, first))
@@ -249,4 +254,9 @@ def _bookmark(bookmarks: Bookmarks | None, revision: int, render: Render | None,
 
 
 def _line(payload: Mapping[str, Any]) -> bytes:
-    return json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+    """Compact JSON and a newline; what orjson refuses (a lone surrogate an error message quotes) is written by the
+    stdlib encoder, escaped."""
+    try:
+        return orjson.dumps(payload) + b"\n"
+    except orjson.JSONEncodeError:
+        return json.dumps(payload, separators=(",", ":")).encode() + b"\n"

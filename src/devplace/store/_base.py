@@ -100,9 +100,14 @@ class Key:
 
 @dataclass(frozen=True)
 class Event:
+    """A change: its type, the object (after it; a deletion's: as it was last) and its revision. `body`, when the
+    store has it, is the object's compact JSON exactly as `object` decodes from it, so a server can send the event
+    without encoding the object again (equality ignores it)."""
+
     type: EventType
     object: dict[str, Any]
     revision: int
+    body: str | bytes | None = field(default=None, compare=False, repr=False)
 
     def to_wire(self) -> dict[str, Any]:
         return {"type": self.type, "object": self.object}

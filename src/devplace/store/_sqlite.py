@@ -948,7 +948,7 @@ class _SqliteWatch(base.BaseWatch):
                 self._pending_bytes -= len(body)
                 if revision > self._last:
                     self._last = revision
-                    return Event(type_, _decode(body), revision)
+                    return Event(type_, _decode(body), revision, body)
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await self._waiter
@@ -959,7 +959,7 @@ class _SqliteWatch(base.BaseWatch):
         for revision, type_, body in read.rows:
             obj = _decode(body)
             if not self._selects or self._filters.matches(obj):
-                self._replay.append(Event(type_, obj, revision))
+                self._replay.append(Event(type_, obj, revision, body))
         self._last = read.upto
         self._more = read.more
         # Every local write up to the head was offered before this read (offers happen under the store's lock).
