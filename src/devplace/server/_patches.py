@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from devplace import errors
 from devplace.api import KindInfo
@@ -73,6 +73,7 @@ from devplace.kubeapi import patch_type as parse_patch_type
 from devplace.scheduler import admit_write
 from devplace.server import _namespaces as namespaces
 from devplace.server._bodies import decode_body
+from devplace.server._representations import ObjectResponse
 from devplace.server._requests import (
     FieldValidation,
     Target,
@@ -257,7 +258,7 @@ class _Patches:
         except RecursionError as e:
             raise errors.Malformed("the patch or the object is nested too deeply") from e
         result = scale_of(result) if req.subresource == "scale" else req.target.shown(result)
-        response = JSONResponse(result, status_code=status_code)
+        response = ObjectResponse(result, status_code=status_code)
         for text in warnings:  # Kubernetes' warnings: one `Warning: 299 - "text"` header each (kubectl prints them)
             response.headers.append("Warning", f"299 - {json.dumps(text)}")
         return response
