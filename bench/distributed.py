@@ -11,14 +11,15 @@
    server from the benchmark (`RemoteStore.update` of a ConfigMap about the Instance's size, which nobody watches),
    so `allocate_over_remote_update` is the share of the agent, gRPC and the watchers of the Instance.
 3. `load`: `nodes` agent processes (10) with their kubelet-sims, the controller and the scheduler, all on one server
-   (sqlite), sustaining `rate` slot claims per second (100) for `seconds` (60). One Configuration of 10 shared debugEcho
-   devices of capacity 10 that every node sees: 100 slots. The benchmark calls Allocate on each node's plugins at
-   rate/nodes per second (open loop: a claim starts on schedule even when earlier ones are still in flight), on a
-   slot that is free in its view of the store; a claim that lost a race is refused by the agent (counted). The
-   agents release slots themselves: nothing runs on them, so PodResources never lists them and each is freed after
-   the release grace (0.3 s). Zero double holds: a watch through the server records every Instance state from before
-   the load to the end (`devplace.sim._invariants`); a slot passed straight from one holder to another, or a claim the
-   agent granted that the history does not show, raises.
+   (sqlite), sustaining `rate` slot claims per second (130: above issue #21's goal of 100, so `claims_per_second` can
+   show the goal met, or how far below it the machine stays) for `seconds` (60). One Configuration of 10 shared
+   debugEcho devices of capacity 10 that every node sees: 100 slots. The benchmark calls Allocate on each node's plugins
+   at rate/nodes per second (open loop: a claim starts on schedule even when earlier ones are still in flight), on a
+   slot that is free in its view of the store; a claim that lost a race is refused by the agent (counted). The agents
+   release slots themselves: nothing runs on them, so PodResources never lists them and each is freed after the release
+   grace (0.3 s). Zero double holds: a watch through the server records every Instance state from before the load to the
+   end (`devplace.sim._invariants`); a slot passed straight from one holder to another, or a claim the agent granted
+   that the history does not show, raises.
    `cpu_cores` says where the machine's time went during the load, by kind of process (and the benchmark itself, the
    kubelet's side); every agent re-reads each Instance change and re-sends health to its kubelet, so
    `agent_cpu_ms_per_instance_change_per_agent` times nodes times changes per second (two per claim: the claim and its
@@ -78,6 +79,8 @@ AGENT_ARGS = (
     "--podresources-poll",
     "0.1",
 )
+RATE = 130.0
+"""Claims per second asked by default (open loop), above the goal (100) so the figure can exceed it."""
 IN_FLIGHT_PER_NODE = 16
 """Claims one node may have in flight before the next scheduled one is skipped (counted as `skipped`)."""
 WAIT = 120.0
@@ -457,7 +460,7 @@ async def _sample_rss(made: Cluster, peaks: dict[str, dict[str, int]]) -> None:
 
 
 def run(
-    quick: bool = False, *, nodes: int = 10, rate: float = 100.0, seconds: float = 60.0, store: str = "sqlite"
+    quick: bool = False, *, nodes: int = 10, rate: float = RATE, seconds: float = 60.0, store: str = "sqlite"
 ) -> dict[str, Any]:
     if quick:
         nodes, rate, seconds = 2, 10.0, 3.0
@@ -487,7 +490,7 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.distributed")
     parser.add_argument("--nodes", type=int, default=10)
-    parser.add_argument("--rate", type=float, default=100.0, help="slot claims per second over all nodes")
+    parser.add_argument("--rate", type=float, default=RATE, help="slot claims per second over all nodes")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite", help="the load's store")
     parser.add_argument("--quick", action="store_true")

@@ -184,7 +184,7 @@ WATCHERS = Sampled("apiserver_registered_watchers", "Watches open now, by kind",
 STORE_CAS_DURATION = Histogram(
     "devplace_store_cas_duration_seconds",
     "One read-decide-write (store.cas) from first read to outcome, by kind and outcome "
-    "(updated, deleted, unchanged, conflict: gave up, refused, failed)",
+    "(updated, deleted, unchanged, conflict: gave up, refused, failed; patched: a conditional JSON patch that landed)",
     ("kind", "outcome"),
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
     registry=REGISTRY,

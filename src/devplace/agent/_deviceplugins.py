@@ -373,8 +373,11 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
 
     # -- claims ---------------------------------------------------------------------------------------------
 
-    async def _claim(self, instance: str, decide: ClaimDecision) -> tuple[InstanceRecord, slots.Claim, list[Undo]]:
-        """CAS loop around a pure claim; a refusal re-reads the Instance and forces a fresh list to the kubelet."""
+    async def _claim(
+        self, instance: str, decide: ClaimDecision, *, slot_local: bool = False
+    ) -> tuple[InstanceRecord, slots.Claim, list[Undo]]:
+        """CAS loop around a pure claim (`slot_local`: it reads only the slots it takes, `writes.update_usage`); a
+        refusal re-reads the Instance and forces a fresh list to the kubelet."""
         node = self.host.node
 
         def apply(record: InstanceRecord) -> tuple[slots.Usage | None, slots.Claim]:
@@ -386,7 +389,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         cache = self.host.cache
         namespace = self.namespace_of(instance)
         try:
-            record, claim = await writes.update_usage_for(cache, namespace, instance, apply)
+            record, claim = await writes.update_usage_for(cache, namespace, instance, apply, slot_local=slot_local)
         except (errors.NotFound, errors.Refused) as e:
             # the refusal was decided on a fresh read, now in the cache: the kubelet gets that list at once
             self.notify(force=True)
@@ -407,7 +410,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
                 return slots.release_slot(record.usage, slot, holder)
 
             try:
-                await writes.update_usage(self.host.cache, namespace, instance, release)
+                await writes.update_usage(self.host.cache, namespace, instance, release, slot_local=True)
             except errors.DevplaceError as e:
                 log.warning("%s: could not roll back %s: %s", self.resource_name, slot, e.message)
 
@@ -476,7 +479,7 @@ class InstancePlugin(DevicePlugin):
     async def claim_container(self, ids: Sequence[str]) -> tuple[list[tuple[InstanceRecord, str]], list[Undo]]:
         node = self.host.node
         record, claim, undo = await self._claim(
-            self.name, lambda usage, visible: slots.claim_slots(usage, ids, node, visible)
+            self.name, lambda usage, visible: slots.claim_slots(usage, ids, node, visible), slot_local=True
         )
         return [(record, slot) for slot in claim.slots], undo
 

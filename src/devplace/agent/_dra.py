@@ -441,7 +441,7 @@ class DraPlugin:
         def decide(record: InstanceRecord) -> slots.Usage | None:
             return slots.release_slots(record.usage, held)
 
-        await writes.update_usage(self.host.cache, namespace, instance, decide)
+        await writes.update_usage(self.host.cache, namespace, instance, decide, slot_local=True)
 
     # -- health ------------------------------------------------------------------------------------------------
 

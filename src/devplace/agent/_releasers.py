@@ -244,7 +244,7 @@ class Releaser:
         pairs = [(held.slot, held.holder) for held in group]
         try:
             await writes.update_usage(
-                self.cache, namespace, name, lambda record: slots.release_slots(record.usage, pairs)
+                self.cache, namespace, name, lambda record: slots.release_slots(record.usage, pairs), slot_local=True
             )
         except errors.NotFound:
             return

@@ -162,6 +162,16 @@ class Usage:
         """The slots that break the naming or holder rules (an unnamed slot or an `Unknown` holder), in order."""
         return tuple(slot for slot, h in self.holders.items() if isinstance(h, Unknown) or self.index(slot) is None)
 
+    @functools.cached_property
+    def exact(self) -> bool:
+        """Exactly the `capacity` slots `<instance>-0..capacity-1`, every holder readable: then whether one slot can
+        be claimed or freed depends on that slot's holder alone (a free slot means fewer than `capacity` held)."""
+        return (
+            len(self.holders) == self.capacity
+            and not self.unreadable
+            and all(self.is_canonical(slot) for slot in self.holders)
+        )
+
     def index(self, slot: str) -> int | None:
         return slot_index(self.instance, slot)
 

@@ -32,11 +32,9 @@ import base64
 import hashlib
 import json
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
-from xml.sax.saxutils import escape
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from devplace import errors
 from devplace.discovery import _details as d
@@ -193,9 +191,19 @@ class ProbeMatch:
 
 _DTD = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET  # loaded by the first reply parsed: an agent without cameras never pays
+
+
+def escape(text: str) -> str:
+    """`text` as XML character data (`&`, `<`, `>` escaped: what `xml.sax.saxutils.escape` does)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
 
 def parse_xml(data: bytes) -> ET.Element:
     """A document from the network; `ValueError` when it is not well-formed XML or carries a DTD."""
+    import xml.etree.ElementTree as ET
+
     if _DTD.search(data):
         raise ValueError("a DTD (SOAP messages carry none)")
     try:

@@ -23,9 +23,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import pyudev
+from typing import TYPE_CHECKING, Any
 
 from devplace import errors
 from devplace.api import UdevFilter, parse_udev_rule
@@ -33,6 +31,9 @@ from devplace.discovery import _details as d
 from devplace.discovery._devices import Device
 from devplace.discovery._handlers import ResolvedProperties
 from devplace.discovery._udevmatches import Match, UdevLike, devices_of, grouped, matches_rule, node_holder
+
+if TYPE_CHECKING:
+    import pyudev  # loaded by the first udev Configuration's discovery: about 1.5 MiB an agent without one never pays
 
 log = logging.getLogger(__name__)
 
@@ -218,15 +219,17 @@ class UdevHandler:
 
     name = "udev"
 
-    def __init__(self, context: Callable[[], pyudev.Context] = pyudev.Context) -> None:
-        self._context = context
+    def __init__(self, context: Callable[[], pyudev.Context] | None = None) -> None:
+        self._context = context  # None: `pyudev.Context`
 
     async def discover(
         self, details: str, properties: ResolvedProperties | None = None
     ) -> AsyncGenerator[list[Device], None]:
         """The matching devices now, then the list again after each udev event that changes it."""
+        import pyudev
+
         parsed = parse_udev_details(details)
-        context = self._context()
+        context = (self._context or pyudev.Context)()
         monitor = pyudev.Monitor.from_netlink(context)
         monitor.start()
         ready = asyncio.Event()
@@ -261,6 +264,8 @@ async def _scanned(details: UdevDetails, context: pyudev.Context) -> UdevView:
 
 
 def _apply(view: UdevView, context: pyudev.Context, event: pyudev.Device) -> None:
+    import pyudev
+
     action = event.action
     if action == "remove":
         view.removed(event.device_path)

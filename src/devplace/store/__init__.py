@@ -10,6 +10,8 @@
   is the pure rule), and `FencedStore`, which refuses a part's writes unless its elector leads;
 - `informers`: `Informer`: a typed, indexed view; `InformerSet`: one list and one watch per kind and selectors per
   process, shared by every view over the same store;
+- `patches`: `JsonPatchStore`: a JSON patch whose `test` operations are the compare (the fields a decision read),
+  applied by the API server's compare-and-swap (`remote`, `kube`), for objects many writers change at once;
 - `memory`, `sqlite`, `etcd`: the backends that hold the data (`etcdserverpb`: etcd's generated v3 stubs);
 - `remote`, `kube`: clients of devplace's API server and of a Kubernetes API server, on one REST client core
   (`restclients`, on HTTP/1.1 `exchanges` of its own: a tenth of httpx2's CPU per request) and one kubeconfig
@@ -53,6 +55,7 @@ from devplace.store._informers import Change, Informer, InformerSet, ObjKey, Rou
 from devplace.store._leases import FencedStore, LeaderElector, LeaseAction, ObservedLease, decide_lease, micro_time
 from devplace.store._memory import MemoryStore
 from devplace.store._open import open_store
+from devplace.store._patches import JsonPatchStore
 
 if TYPE_CHECKING:
     from devplace.store._backups import FileSummary, backup_sqlite, restore_sqlite, sqlite_file
@@ -84,6 +87,7 @@ __all__ = [
     "FileSummary",
     "Informer",
     "InformerSet",
+    "JsonPatchStore",
     "Key",
     "KubeStore",
     "LeaderElector",

@@ -48,7 +48,7 @@ client certificates only, so a kubeconfig user with an exec plugin or a username
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from devplace.api import DEFAULT_NAMESPACE, parse_revision
@@ -58,6 +58,7 @@ from devplace.store import _kubeconfigs as kubeconfigs
 from devplace.store._base import STORE_CLIENT_HEADER, ObjectList
 from devplace.store._exchanges import Exchanges
 from devplace.store._restclients import (
+    JSON_PATCH,
     Credentials,
     LineStreamWatch,
     Resource,
@@ -138,6 +139,22 @@ class RemoteStore(RestClient):
         resource = self._resource(key.kind, _str_or_none(obj.get("apiVersion")))
         namespace = key.namespace or (DEFAULT_NAMESPACE if resource.namespaced else "")
         result: dict[str, Any] = await self._call("PUT", resource.item(key.name, namespace), body=dict(obj))
+        return result
+
+    async def json_patch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        ops: Sequence[Mapping[str, Any]],
+        *,
+        api_version: str | None = None,
+    ) -> dict[str, Any]:
+        """`store.JsonPatchStore`: the PATCH, the server's compare-and-swap applying it."""
+        resource = self._resource(kind, api_version)
+        namespace = namespace or (DEFAULT_NAMESPACE if resource.namespaced else "")
+        path = resource.item(name, namespace)
+        result: dict[str, Any] = await self._call("PATCH", path, body=[dict(op) for op in ops], content_type=JSON_PATCH)
         return result
 
     async def delete(

@@ -57,6 +57,7 @@ from devplace.store._base import Event, EventType, ObjectList
 from devplace.store._exchanges import ExchangeError, Exchanges, Reply, Stream
 
 JSON = "application/json"
+JSON_PATCH = "application/json-patch+json"
 EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1alpha1", "client.authentication.k8s.io/v1beta1")
 _MAX_RECONNECTS = 5
 _MAX_QUIET_PAUSE = 5.0
@@ -471,12 +472,18 @@ class RestClient:
         return True
 
     async def _exchange(
-        self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = JSON,
     ) -> Reply:
         """One request through the client and the credentials; `Unavailable` when the server does not answer."""
         client = self._http()
         content = None if body is None else base.encode_json(body)
-        headers = {"Content-Type": JSON} if content is not None else {}
+        headers = {"Content-Type": content_type} if content is not None else {}
         try:
             sent = await self._authorized(headers)
             reply = await client.request(method, path, content=content, params=params, headers=headers)
@@ -486,8 +493,16 @@ class RestClient:
             raise errors.Unavailable(f"{self._what} at {self.server} did not answer: {e}") from e
         return reply
 
-    async def _call(self, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None) -> Any:
-        response = await self._exchange(method, path, body=body, params=params)
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = JSON,
+    ) -> Any:
+        response = await self._exchange(method, path, body=body, params=params, content_type=content_type)
         if response.status_code >= 400:
             raise error_from_status(response.status_code, json_or_none(response), response.text[:200])
         try:
