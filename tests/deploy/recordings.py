@@ -6,19 +6,22 @@ packages, else (an informer's or a supervisor's own task, whose stack holds no p
 the parts' supervisors prefix with their own name. Each call becomes the (verb, API group, resource) requests the
 `kube` store makes for it (`devplace.store._kube`): a list or a watch lists; a write whose `status` changes writes
 `/status` too, because Kubernetes ignores `status` in the main resource of a kind that has the subresource; the
-store's `revision()` lists Configurations.
+store's `revision()` lists Configurations; a JSON patch (`store.JsonPatchStore`, offered as the `kube` store offers it)
+is a PATCH.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from devplace import errors
 from devplace.api import _registry as registry
 from devplace.kubeapi import _subresources as subresources
+from devplace.kubeapi import json_patch
+from devplace.store import cas
 from devplace.store._base import EncodedPage, ObjectList, Store, WatchStream
 
 __all__ = ["Recording", "Request"]
@@ -146,6 +149,22 @@ class Recording:
             self._note(part, "watch", kind)
             self._note(part, "list", kind)  # the kube store lists (limit=1) to learn where the watch starts
         return self.inner.watch(kind, namespace, since=since, selector=selector, fields=fields)
+
+    async def json_patch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        ops: Sequence[Mapping[str, Any]],
+        *,
+        api_version: str | None = None,
+    ) -> dict[str, Any]:
+        """The kube store's `JsonPatchStore.json_patch` is a PATCH: applied here as the API server applies it, by
+        compare-and-swap on the inner store (a failed `test` is `Invalid`)."""
+        self._note(self._part(), "patch", kind)
+        written = await cas(self.inner, kind, name, namespace, lambda current: json_patch(current, list(ops)))
+        result: dict[str, Any] = written.object
+        return result
 
     async def revision(self) -> int:
         self._note(self._part(), "list", "Configuration")  # the kube store lists one Configuration to learn it

@@ -44,9 +44,9 @@ LEASES = _all(COORDINATION, "leases", "get", "create", "update")
 
 NEEDS: dict[str, set[Request]] = {
     "agent": (
-        # Instances: its node's share of each (create, update, delete when no node sees a device); get after a lost
-        # compare-and-swap; an informer lists and watches them
-        _all(AKRI, "instances", "get", "list", "watch", "create", "update", "delete")
+        # Instances: its node's share of each (create, update, delete when no node sees a device; a slot claimed or
+        # freed by a JSON patch testing it); get after a lost write; an informer lists and watches them
+        _all(AKRI, "instances", "get", "list", "watch", "create", "update", "patch", "delete")
         # Configurations: watched; its per-node conditions (DiscoveryFailed, ResourceNameConflict) on their status
         | _all(AKRI, "configurations", "get", "list", "watch", "update")
         | _all(AKRI, "configurations/status", "update")
@@ -137,8 +137,15 @@ def test_no_role_grants_wildcards_or_powers_over_rbac_itself():
     for part in NEEDS:
         for verb, group, resource in granted(part):
             assert "*" not in (verb, group, resource)
-            assert verb not in ("escalate", "bind", "impersonate", "deletecollection", "patch")
+            assert verb not in ("escalate", "bind", "impersonate", "deletecollection")
             assert group != "rbac.authorization.k8s.io"
+
+
+def test_only_the_agent_patches_and_only_instances():
+    """Every write is a compare-and-swap; the one PATCH is the agent's slot write, a JSON patch whose `test`
+    operations are its compare (agent/_writes.py), which the API server applies by its own compare-and-swap."""
+    patches = {(part, group, resource) for part in NEEDS for verb, group, resource in granted(part) if verb == "patch"}
+    assert patches == {("agent", AKRI, "instances")}
 
 
 def test_only_the_agent_reads_secrets_and_nobody_writes_them():
@@ -295,6 +302,7 @@ async def test_the_parts_ask_the_cluster_for_nothing_their_roles_do_not_grant(tm
     # the scenario reached the write paths the roles grant (so the check above is not vacuous)
     assert {("update", AKRI, "configurations/status"), ("update", CORE, "nodes/status")} <= recording.requests["agent"]
     assert ("delete", AKRI, "instances") in recording.requests["agent"]
+    assert ("patch", AKRI, "instances") in recording.requests["agent"]  # slot claims and releases
     assert {("update", CORE, "configmaps"), ("create", BATCH, "jobs")} <= recording.requests["controller"]
     assert ("update", AKRI, "instances") in recording.requests["controller"]
     slice_writes = {(verb, RESOURCE, "resourceslices") for verb in ("create", "update", "delete")}
