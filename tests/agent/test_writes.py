@@ -219,3 +219,17 @@ async def test_a_patch_that_lost_on_the_cache_is_made_again_on_a_fresh_read(setu
     assert stored["spec"]["deviceUsage"] == {SLOTS[0]: "node-a", SLOTS[1]: "", SLOTS[2]: ""}
     assert (conflicts(), patched()) == (before + 1, landed + 1)  # the cached patch lost, the fresh one landed
     assert written.obj == stored
+
+
+async def test_a_claim_while_a_slot_retires_is_a_cas_not_a_patch(setup: Setup) -> None:
+    shrunk = instance({SLOTS[0]: "", SLOTS[1]: "", SLOTS[2]: "node-b"})
+    shrunk["spec"]["capacity"] = 2  # slot 2 retires once node-b frees it: the held count decides a claim
+    created = await setup.backing.create(shrunk)
+    setup.cache.instances.apply_event("ADDED", created)
+    landed = patched()
+    await writes.update_usage(setup.cache, "default", NAME, claim(SLOTS[0]), slot_local=True)
+    with pytest.raises(errors.Refused, match="2 of 2 slots are held"):
+        await writes.update_usage(setup.cache, "default", NAME, claim(SLOTS[1]), slot_local=True)
+    stored = await setup.backing.get("Instance", NAME, "default")
+    assert stored["spec"]["deviceUsage"] == {SLOTS[0]: "node-a", SLOTS[1]: "", SLOTS[2]: "node-b"}
+    assert patched() == landed

@@ -107,7 +107,7 @@ async def update_usage_for(
     """`update_usage` whose `decide` also returns a value (the claim it made), handed back with the record: the
     value of the decision the write rests on."""
     cached = cache.instance(namespace, name)
-    if slot_local and isinstance(cache.store, JsonPatchStore):
+    if slot_local and isinstance(cache.store, JsonPatchStore) and (cached is None or cached.usage.exact):
         patched = await _patch_usage(cache, namespace, name, cached, decide)
         if patched is not None:
             return patched
