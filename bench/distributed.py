@@ -29,7 +29,7 @@
    controller, scheduler, agent, kubelet-sim; Akri's agent is sized 11-79 MiB (request/limit).
 
 `--quick` runs 2 nodes at 10 claims/s for 3 s and fewer Allocate samples (figures are not meaningful). Run it alone
-(`python -m bench distributed`, or `python -m bench.distributed --nodes 10 --rate 100 --seconds 60`): the machine's
+(`python -m bench distributed`, or `python -m bench.distributed --nodes 10 --rate 130 --seconds 60`): the machine's
 other load is in every figure. Nothing here asserts a time.
 """
 
