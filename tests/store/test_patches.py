@@ -1,10 +1,11 @@
 """`JsonPatchStore`: the stores that talk to an API server apply a JSON patch there, all or nothing, a failed `test`
 refused as `Invalid` with nothing written; the stores without a round trip to save, and the wrappers, do not offer it.
+`cas` sends a decision's patch where the store offers one, and the whole object where it fails or is not offered.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.store import DelegatingStore, JsonPatchStore, MemoryStore, SqliteStore, Store
+from devplace.store import Decided, DelegatingStore, JsonPatchStore, MemoryStore, SqliteStore, Store, cas
 from tests.servers import remote_backend
 
 from .conftest import kube_store
@@ -70,3 +71,41 @@ async def test_stores_without_a_round_trip_to_save_and_wrappers_do_not_offer_pat
     finally:
         await memory.close()
         await sqlite.close()
+
+
+async def test_cas_sends_a_decisions_patch_and_writes_the_whole_object_when_its_test_fails(api_store: Store) -> None:
+    created = await api_store.create(config_map({"a": "", "b": ""}))
+
+    def claim(slot: str, expected: str) -> Callable[[dict[str, Any]], Decided[None]]:
+        def decide(current: dict[str, Any]) -> Decided[None]:
+            patch = [
+                {"op": "test", "path": f"/data/{slot}", "value": expected},
+                {"op": "replace", "path": f"/data/{slot}", "value": "node-a"},
+            ]
+            return Decided({**current, "data": {**current["data"], slot: "node-a"}}, None, patch)
+
+        return decide
+
+    patched = await cas(api_store, "ConfigMap", "slots", "default", claim("a", ""), first=created)
+    assert patched.action == "patched"
+    assert patched.object["data"] == {"a": "node-a", "b": ""}
+    # decided on the stale first copy, with a test that no longer holds: written whole, which conflicts, then
+    # decided again on a fresh read
+    updated = await cas(api_store, "ConfigMap", "slots", "default", claim("b", "someone"), first=created)
+    assert updated.action == "updated"
+    assert updated.object["data"] == {"a": "node-a", "b": "node-a"}
+    assert await api_store.get("ConfigMap", "slots", "default") == updated.object
+
+
+async def test_cas_writes_a_decisions_patch_whole_where_the_store_offers_none() -> None:
+    store = MemoryStore()
+    try:
+        await store.create(config_map({"a": ""}))
+        patch = [{"op": "replace", "path": "/data/a", "value": "node-a"}]
+        written = await cas(
+            store, "ConfigMap", "slots", "default", lambda o: Decided({**o, "data": {"a": "node-a"}}, None, patch)
+        )
+        assert written.action == "updated"
+        assert written.object["data"] == {"a": "node-a"}
+    finally:
+        await store.close()

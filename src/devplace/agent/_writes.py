@@ -17,12 +17,11 @@ usage, so a claim parses, validates and copies nothing.
 Contention: every node that sees a shared Instance claims and frees its slots, so a CAS on the whole object mostly loses
 to writes of other slots (measured in `bench/distributed.py`: about one lost write and one fresh read per write that
 landed). A decision that rests on single slots (`slot_local`: an Instance-level claim, a release; the usage `exact`, so
-a free slot is claimable whatever the others hold) is written, through a store that offers it (`store.JsonPatchStore`:
-remote, kube), as a JSON patch whose `test` operations are what it read: the Instance's uid, nodes and capacity, and
-each changed slot's old holder (`slot_patch`). The API server applies it by its own compare-and-swap, so it loses only
-to a change of those fields; a failed test (or any refusal of the patch) is decided again on a fresh read and patched
-again (`PATCH_ATTEMPTS`), then the CAS decides. Configuration-level and DRA claims read other slots (who else the holder
-holds) and always use the CAS.
+a free slot is claimable whatever the others hold) offers `store.cas` its write also as a JSON patch whose `test`
+operations are what it read: the Instance's uid, nodes and capacity, and each changed slot's old holder (`slot_patch`).
+Through an API server (remote, kube) the patch is sent and loses only to a change of those fields; one that fails is
+written as the whole object, so refusals and retries stay the CAS's. Configuration-level and DRA claims read other
+slots (who else the holder holds) and offer no patch.
 
 These are functions over the `caches.NodeCache` they keep current: Allocate's claim (`deviceplugins`) and the
 releaser's frees go through `update_usage`, the reconciler's Instance lifecycle through `create_instance` and
@@ -31,11 +30,10 @@ releaser's frees go through `update_usage`, the reconciler's Instance lifecycle 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from devplace import errors, metrics
+from devplace import errors
 from devplace.agent import _slots as slots
 from devplace.agent._caches import NodeCache
 from devplace.agent._instances import InstanceRecord
@@ -48,9 +46,6 @@ V = TypeVar("V")
 
 CONTENTION_CLOCK = SystemClock()
 """Paces CAS retries against other writers (real peers: see the module docstring)."""
-PATCH_ATTEMPTS = 3
-"""Conditional patches a slot-local write tries (the first on the cached record, the rest each on a fresh read) before
-the CAS decides: a patch on a fresh read loses only to a change of what it tested, which is rare."""
 
 
 def _with_usage(obj: dict[str, Any], usage: slots.Usage) -> dict[str, Any]:
@@ -107,11 +102,7 @@ async def update_usage_for(
     """`update_usage` whose `decide` also returns a value (the claim it made), handed back with the record: the
     value of the decision the write rests on."""
     cached = cache.instance(namespace, name)
-    if slot_local and isinstance(cache.store, JsonPatchStore) and (cached is None or cached.usage.exact):
-        patched = await _patch_usage(cache, namespace, name, cached, decide)
-        if patched is not None:
-            return patched
-        cached = None  # no patch could be made, or every one lost: the CAS decides again on a fresh read
+    patching = slot_local and isinstance(cache.store, JsonPatchStore)
 
     def on(obj: dict[str, Any]) -> Decided[tuple[InstanceRecord, slots.Usage | None, V]]:
         if cached is not None and obj is cached.obj:
@@ -120,12 +111,18 @@ async def update_usage_for(
             record = InstanceRecord.from_wire(obj, previous=cache.instances.get(namespace, name))
             cache.instances.record(obj, parsed=record)  # the cache catches up with what was read
         usage, value = decide(record)
-        return Decided(None if usage is None else _with_usage(obj, usage), (record, usage, value))
+        if usage is None:
+            return Decided(None, (record, usage, value))
+        patch = slot_patch(record, usage) if patching else None
+        return Decided(_with_usage(obj, usage), (record, usage, value), patch)
 
     written = await _cas_instance(cache, namespace, name, on, cached)
     record, usage, value = written.value
     if written.action == "updated" and usage is not None:
         record = record.with_usage(written.object, usage)
+        cache.instances.record(written.object, parsed=record)
+    elif written.action == "patched":  # other slots may have changed too: the written object is read as it is
+        record = InstanceRecord.from_wire(written.object, previous=cache.instances.get(namespace, name))
         cache.instances.record(written.object, parsed=record)
     return record, value
 
@@ -150,55 +147,6 @@ async def mutate_instance(cache: NodeCache, namespace: str, name: str, decide: D
     elif cached is None or written.object is not cached.obj:
         cache.instances.record(written.object)  # a fresh read: the cache catches up
     return written.object
-
-
-async def _patch_usage(
-    cache: NodeCache,
-    namespace: str,
-    name: str,
-    cached: InstanceRecord | None,
-    decide: Callable[[InstanceRecord], tuple[slots.Usage | None, V]],
-) -> tuple[InstanceRecord, V] | None:
-    """Decide and write the decision as a `slot_patch`: first on `cached`, then on fresh reads, at most
-    `PATCH_ATTEMPTS` patches. None when a decision cannot be written so (the caller's CAS decides again). A refusal or
-    `NotFound` on a fresh read is final, as in `cas`; on the cached record it is decided again on a fresh read."""
-    store = cache.store
-    assert isinstance(store, JsonPatchStore)
-    record = cached
-    for _ in range(PATCH_ATTEMPTS):
-        fresh = record is None
-        if record is None:
-            try:
-                obj = await store.get("Instance", name, namespace)
-            except errors.NotFound:
-                cache.instances.forget(namespace, name)
-                raise
-            record = InstanceRecord.from_wire(obj, previous=cache.instances.get(namespace, name))
-            cache.instances.record(obj, parsed=record)  # the cache catches up with what was read
-        try:
-            usage, value = decide(record)
-        except errors.Refused:
-            if fresh:
-                raise
-            record = None  # refused on a possibly stale copy: decided again on the store's
-            continue
-        if usage is None:
-            return record, value
-        ops = slot_patch(record, usage)
-        if ops is None:
-            return None
-        started = time.perf_counter()
-        try:
-            stored = await store.json_patch("Instance", name, namespace, ops, api_version=record.obj.get("apiVersion"))
-        except (errors.Invalid, errors.Conflict, errors.NotFound):
-            metrics.STORE_CAS_CONFLICTS.labels("Instance").inc()  # lost: what it tested changed (or the Instance went)
-            record = None
-            continue
-        metrics.STORE_CAS_DURATION.labels("Instance", "patched").observe(time.perf_counter() - started)
-        written = InstanceRecord.from_wire(stored, previous=cache.instances.get(namespace, name))
-        cache.instances.record(stored, parsed=written)
-        return written, value
-    return None
 
 
 async def _cas_instance(

@@ -226,9 +226,9 @@ class UdevHandler:
         self, details: str, properties: ResolvedProperties | None = None
     ) -> AsyncGenerator[list[Device], None]:
         """The matching devices now, then the list again after each udev event that changes it."""
+        parsed = parse_udev_details(details)
         import pyudev
 
-        parsed = parse_udev_details(details)
         context = (self._context or pyudev.Context)()
         monitor = pyudev.Monitor.from_netlink(context)
         monitor.start()

@@ -23,8 +23,15 @@ returns it with its outcome as `Decided(outcome, value)`: `cas` acts on `outcome
 A plain decision's `value` is None (typed `Any`, so a caller whose decision is itself typed loosely still gets a
 typed `Written`).
 
-Every `cas` is measured (`devplace.metrics`): its duration by kind and outcome (`updated`, `deleted`, `unchanged`,
-`conflict` when it gave up, `refused`, `missing`, `failed`) and each write that lost a race, a CAS retry.
+A decision that reads only part of the object on an object many writers change at once (a shared Instance's slots)
+may offer its write also as a JSON patch whose `test` operations are what it read (`Decided.patch`). Where the store
+offers patches (`JsonPatchStore`: an API server, which applies the patch by its own compare-and-swap), `cas` sends
+the patch, which loses only to a change of what it tested, not to every write of the object; a patch that fails (or
+is refused) is written again at once as the whole object by compare-and-swap, so a patch never lands where the plain
+write would not, and every refusal, conflict and retry is the plain write's.
+
+Every `cas` is measured (`devplace.metrics`): its duration by kind and outcome (`updated`, `patched`, `deleted`,
+`unchanged`, `conflict` when it gave up, `refused`, `missing`, `failed`) and each write that lost a race, a CAS retry.
 """
 
 from __future__ import annotations
@@ -32,13 +39,14 @@ from __future__ import annotations
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar, overload
 
 from devplace import errors, metrics
 from devplace.clocks import Clock, SystemClock
 from devplace.store._base import Store
+from devplace.store._patches import JsonPatchStore
 
 
 class Delete:
@@ -59,7 +67,7 @@ DELETE: Final = Delete()
 
 Decide = Callable[[dict[str, Any]], "dict[str, Any] | Delete | Awaitable[dict[str, Any] | Delete | None] | None"]
 
-Action = Literal["updated", "deleted", "unchanged"]
+Action = Literal["updated", "patched", "deleted", "unchanged"]
 
 V = TypeVar("V")
 W = TypeVar("W")
@@ -68,10 +76,12 @@ W = TypeVar("W")
 @dataclass(frozen=True)
 class Decided(Generic[V]):
     """A decision with a value for the caller: `cas` acts on `outcome` as if the decision had returned it, and
-    returns `value` as `Written.value` (module docstring)."""
+    returns `value` as `Written.value` (module docstring). `patch`: the same write as an RFC 6902 JSON patch whose
+    `test` operations are what the decision read, sent instead where the store offers it (module docstring)."""
 
     outcome: dict[str, Any] | Delete | None
     value: V
+    patch: Sequence[Mapping[str, Any]] | None = None
 
 
 DecideValue = Callable[[dict[str, Any]], "Decided[V] | Awaitable[Decided[V]]"]
@@ -202,8 +212,9 @@ async def _cas(
                 continue  # refused on a possibly stale copy: decide once more on the store's
             raise
         value: Any = None
+        patch: Sequence[Mapping[str, Any]] | None = None
         if isinstance(outcome, Decided):
-            value, outcome = outcome.value, outcome.outcome
+            value, patch, outcome = outcome.value, outcome.patch, outcome.outcome
         if outcome is None:
             return Written(current, "unchanged", value)
         try:
@@ -211,6 +222,14 @@ async def _cas(
                 rv = str((current.get("metadata") or {}).get("resourceVersion") or "")
                 gone = await store.delete(kind, name, namespace, resource_version=rv or None)
                 return Written(gone, "deleted", value)
+            if patch is not None and isinstance(store, JsonPatchStore):
+                version = current.get("apiVersion")
+                try:
+                    return Written(
+                        await store.json_patch(kind, name, namespace, patch, api_version=version), "patched", value
+                    )
+                except (errors.Invalid, errors.Conflict, errors.NotFound):
+                    pass  # a test failed (or the patch was refused): the same decision goes as the whole object
             return Written(await store.update(outcome), "updated", value)
         except errors.Conflict:
             metrics.STORE_CAS_CONFLICTS.labels(kind).inc()

@@ -6,8 +6,8 @@ another field: each loss costs a refused write, a fresh read and a new decision,
 the writes that land. An RFC 6902 JSON patch whose `test` operations name exactly what the decision rested on (for a
 slot claim: the Instance's uid, nodes and capacity, and the old holder of each slot it changes) fails only when one of
 those changed. The API server applies it by its own compare-and-swap on the stored object, so the store still sees
-nothing but compare-and-swaps (DESIGN.md section 3) and no write is blind: a failed `test` changes nothing, and the
-caller decides again on a fresh read, as after a `Conflict`.
+nothing but compare-and-swaps (DESIGN.md section 3) and no write is blind: a failed `test` changes nothing. `cas`
+sends a decision's patch (`Decided.patch`) and writes the whole object when it fails.
 
 A store that talks to an API server (`remote`, `kube`) offers it (`JsonPatchStore`: the PATCH with
 `application/json-patch+json`, as `kubectl patch --type=json` sends it; a failed test is 422 `Invalid` from devplace's
