@@ -89,6 +89,34 @@ def test_values_json_cannot_hold_are_refused_at_their_path(text: bytes, path: st
     assert [f.path for f in caught.value.fields] == [path]
 
 
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [(b'{"spec": {"x": 1e400}}', "spec.x"), (b'{"spec": {"list": [1, -2e999]}}', "spec.list[1]")],
+)
+def test_a_json_number_too_big_for_a_float_is_refused_at_its_path(text: bytes, path: str) -> None:
+    with pytest.raises(errors.Invalid) as caught:
+        decode_body(text, "application/json")
+    assert [f.path for f in caught.value.fields] == [path]
+
+
+@given(json_values, st.sampled_from(["", "\\u00e9", "\\ud83d\\ude00", "{[", "1e400"]))
+def test_a_json_body_decodes_as_the_full_json_tree_walk_reads_it_whether_or_not_the_walk_is_skipped(
+    value: Any, extra: str
+) -> None:
+    """Bodies with escapes, many brackets or huge numbers take the walk; the others skip it: same answers."""
+    text = json.dumps({"v": value, "s": extra}, ensure_ascii=extra == "")
+    assert _outcome(lambda: decode_value(text.encode(), "application/json")) == _outcome(
+        lambda: json_tree(json.loads(text))
+    )
+
+
+def _outcome(decode: Any) -> tuple[str, Any]:
+    try:
+        return "value", decode()
+    except errors.DevplaceError as e:
+        return type(e).__name__, str(e)
+
+
 def test_a_datetime_becomes_iso_text() -> None:
     assert json_tree({"t": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)}) == {"t": "2026-01-02T03:04:05+00:00"}
 

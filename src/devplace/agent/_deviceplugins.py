@@ -60,7 +60,7 @@ ANNOTATION_SLOTS = "devplace.io/slots"
 ANNOTATION_INSTANCES = "devplace.io/instances"
 CL_PREFERENCE = "devplace.io/cl-preference"
 _MESSAGES = 4096
-"""At most this many `Device` messages kept per plugin (the cache starts over past it: vdev names can churn)."""
+"""At most this many encoded `Device` entries kept per plugin (the cache starts over past it: vdev names can churn)."""
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -198,7 +198,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._stream_ids = 0
         self._closed = False
         self._response: tuple[ResponseKey, api_pb2.AllocateResponse] | None = None
-        self._messages: dict[tuple[str, bool], api_pb2.Device] = {}
+        self._messages: dict[tuple[str, bool], bytes] = {}
 
     # -- what subclasses provide ----------------------------------------------------------------------------
 
@@ -267,29 +267,34 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self._stream_ids += 1
         stream = self._stream_ids
         self._sent(stream, -1)
-        last: list[slots.DeviceHealth] | None = None
+        last: bytes | None = None
         try:
             while not self._closed:
                 wake = self._signal.current()
                 generation = self._generation
-                current = self.devices()
+                current = b"".join([self._encoded(d) for d in self.devices()])
                 if current != last or self._forced > self._streams[stream]:
                     last = current
-                    yield api_pb2.ListAndWatchResponse(devices=[self._message(d) for d in current])
+                    yield api_pb2.ListAndWatchResponse.FromString(current)
                 self._sent(stream, generation)
                 if generation == self._generation:
                     await wake.wait()
         finally:
             self._sent(stream, None)
 
-    def _message(self, device: slots.DeviceHealth) -> api_pb2.Device:
-        """The `Device` message of an entry, made once per (id, health): a send copies them, never changes them."""
+    def _encoded(self, device: slots.DeviceHealth) -> bytes:
+        """An entry as one `devices` element of a ListAndWatchResponse in wire form, made once per (id, health).
+
+        A response is the concatenation of its elements' encodings (protobuf's rule for a repeated field), so a
+        send joins cached bytes and parses them once (a tenth of building a hundred `Device` messages field by
+        field), and two lists compare as bytes."""
         key = (device.id, device.healthy)
         found = self._messages.get(key)
         if found is None:
             if len(self._messages) > _MESSAGES:
                 self._messages.clear()
-            found = self._messages[key] = api_pb2.Device(ID=device.id, health=HEALTHY if device.healthy else UNHEALTHY)
+            entry = api_pb2.Device(ID=device.id, health=HEALTHY if device.healthy else UNHEALTHY)
+            found = self._messages[key] = api_pb2.ListAndWatchResponse(devices=[entry]).SerializeToString()
         return found
 
     async def GetPreferredAllocation(

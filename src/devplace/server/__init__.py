@@ -1,7 +1,8 @@
 """The devplace API server: the Kubernetes-style resource API and the EMCO-style fleet API (/v2), one FastAPI app
 over one `Store`.
 
-- `app`: `create_app`, `running`, `EmbeddedServer`: the app and its in-process server;
+- `app`: `create_app`, `running`, `EmbeddedServer`: the app and its in-process server; `routetables`: the route
+  FastAPI's router would choose, found in a few steps instead of a walk over every route;
 - `resources`: the resource API (get, list, create, replace, delete); `requests`: what a request asks for, read
   purely (its target, body and write options); `lists`: paging and resourceVersion rules;
 - `watches`: watch streams; `limits`: how many watches and how long a stalled one waits;

@@ -71,6 +71,7 @@ from devplace.server import _ui as ui
 from devplace.server._bodies import BodyGuard
 from devplace.server._connections import ConnectionLimits
 from devplace.server._framing import RequestFraming
+from devplace.server._routetables import route_by_table
 from devplace.store import EventRecorder, Store
 
 DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' default request size limit
@@ -254,6 +255,7 @@ def create_app(
     app.include_router(ui.router())
     if fleet_api:
         app.include_router(emco.router(store))
+    route_by_table(app.router)
     return app
 
 

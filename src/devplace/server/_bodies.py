@@ -289,13 +289,16 @@ def decode_value(raw: bytes, content_type: str | None, *, yaml_too: bool = True,
         value = _load_yaml(text, what)
     else:
         try:
-            value = _load_json(text)
+            value, plain = _load_json(text)
         except _NotJson as e:
             if media.endswith("json"):
                 raise errors.Malformed(f"{what} is not valid JSON: {e}") from e
             if not yaml_too:
                 raise
             value = _load_yaml(text, what, also_not_json=True)
+        else:
+            if plain:
+                return value
     return json_tree(value)
 
 
@@ -311,8 +314,20 @@ class _Duplicated(dict[str, Any]):
         self.key = key
 
 
-def _load_json(text: str) -> Any:
+def _load_json(text: str) -> tuple[Any, bool]:
+    """The value of a JSON text, and whether it is already what `json_tree` would make of it, so the walk over it
+    can be skipped: no `\\u` escape (only one can name a lone surrogate: UTF-8 text cannot hold one), fewer brackets
+    than `MAX_DEPTH` (so nothing nests deeper) and no number too big for a float (read as an infinity). JSON's own
+    types are all it can hold, its keys are strings, and duplicate keys and NaN are refused here."""
     duplicated = False
+    infinite = False
+
+    def float_from(text: str) -> float:
+        nonlocal infinite
+        number = float(text)
+        if number in (_INF, -_INF):
+            infinite = True  # the walk names where
+        return number
 
     def object_from(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         nonlocal duplicated
@@ -328,7 +343,7 @@ def _load_json(text: str) -> Any:
         raise AssertionError("dict() dropped a key that is not repeated")
 
     try:
-        value = json.loads(text, object_pairs_hook=object_from, parse_constant=_refuse_constant)
+        value = json.loads(text, object_pairs_hook=object_from, parse_constant=_refuse_constant, parse_float=float_from)
     except RecursionError as e:  # the C decoder's own guard, near 1000 levels: find where MAX_DEPTH was passed
         raise errors.Malformed.field(_deep_json_path(text), f"nested deeper than {MAX_DEPTH} levels") from e
     except ValueError as e:
@@ -336,7 +351,11 @@ def _load_json(text: str) -> Any:
     if duplicated:
         path, key = _first_duplicate(value)
         raise errors.Malformed.field(path, f"duplicate key {key!r}")
-    return value
+    plain = not infinite and "\\u" not in text and text.count("{") + text.count("[") <= MAX_DEPTH
+    return value, plain
+
+
+_INF = float("inf")
 
 
 def _refuse_constant(name: str) -> Any:
