@@ -217,6 +217,37 @@ async def test_a_pod_whose_claim_does_not_exist_waits_and_says_so(
     assert (await store.get("Pod", "early", "default"))["spec"]["nodeName"] in ("node-c", "node-d")
 
 
+async def test_a_pod_waiting_for_its_templates_claim_is_gated_without_a_write_then_bound_once_the_claim_is_made(
+    store: MemoryStore, clock: FakeClock
+) -> None:
+    """kube-scheduler's DRA PreEnqueue: no condition, no Event, while the claim lifecycle has not made the claim."""
+    await seed_gpus(store)
+    await store.create(TEMPLATE)
+    scheduler = Scheduler(store, clock)
+    await scheduler.start()
+    lifecycle = ClaimLifecycle(store, clock)
+    try:
+        created = await store.create(claim_pod_object("gated", template="one-big-gpu"))
+        await settle(store, scheduler)
+        pod = await store.get("Pod", "gated", "default")
+        assert pod["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]  # nobody wrote it
+        assert scheduled(pod) is None
+        assert (await store.list("Event", "default")).items == []
+        assert {v.reason for v in scheduler.explain("default/gated")} == {
+            'waiting for the ResourceClaim of entry "gpu" (template "one-big-gpu") to be created'
+        }
+        lifecycle.start()
+        await settle(store, scheduler, lifecycle)
+        bound = await store.get("Pod", "gated", "default")
+        assert bound["spec"]["nodeName"] in ("node-c", "node-d")
+        condition = scheduled(bound)
+        assert condition is not None
+        assert condition["status"] == "True"
+    finally:
+        await scheduler.stop()
+        await lifecycle.stop()
+
+
 async def test_a_pod_bound_elsewhere_meanwhile_is_answered_409_and_keeps_its_node(store: MemoryStore) -> None:
     from devplace.api import binding
     from devplace.store import bind_pod

@@ -19,6 +19,10 @@ Then the writes, concurrently:
   `retry_after` seconds on the clock when the store failed, at once when the pod changed).
 - an unschedulable pod gets `PodScheduled=False`, reason `Unschedulable`, the message of the decision (`0/12 nodes
   are available: 7 no device matches class nvidia.high.mem, 5 insufficient cpu.`), written only when it differs.
+  A pod waiting only for a claim its template makes (the claim lifecycle creates it a moment later) is gated, as
+  kube-scheduler's DRA PreEnqueue gates it: no write, no Event, no attempt counted; the claim's creation (the pod's
+  `status.resourceClaimStatuses`) queues it again. Writing the condition cost one API write per such pod, a sixth of
+  the writes of a pod with a template claim.
 
 Accounting (why `Assumed` is forgotten as soon as the informer shows the pod bound): a node's requests are those of its
 bound, non-terminated pods; a device's slots in use are, as in `classes.class_status`, the larger of the slots its
@@ -85,6 +89,7 @@ from devplace.scheduler._podclaims import (
     DELETE_PROTECTION,
     PodClaims,
     allocation_of,
+    claim_name,
     claim_refs,
     claimed_names,
     claims_for,
@@ -327,6 +332,8 @@ class Scheduler:
         self.queue: WorkQueue[str] = WorkQueue(clock, name="devplace-scheduler")
         """Pods (by key) to decide, and their retries after store failures (timers on the clock)."""
         self._unschedulable: set[str] = set()
+        self._gated: set[str] = set()
+        """Pods of the last burst waiting only for their template's claim to be made (no status write for them)."""
         metrics.PENDING_PODS.add(
             self,
             lambda s: {("active",): float(len(s.queue)), ("unschedulable",): float(len(s._unschedulable))},
@@ -1003,9 +1010,13 @@ class Scheduler:
         states = [s for k in keys if (s := self.pods.get(*_split_key(k))) is not None and not s.node and self.ours(s)]
         out: list[tuple[PodState, Binding | Unschedulable]] = []
         placeable: dict[str, PodState] = {}
+        self._gated.clear()
         for state in states:
-            blocker = self._blocker(state) or self._claims_blocker(state)
+            spec_blocker = self._blocker(state)
+            blocker = spec_blocker or self._claims_blocker(state)
             if blocker is not None:
+                if spec_blocker is None and _awaits_template_claim(state.wire):
+                    self._gated.add(state.key)
                 out.append((state, Unschedulable(state.key, blocker)))
             else:
                 assert state.info is not None
@@ -1041,6 +1052,8 @@ class Scheduler:
                 (claims if decision.claims else writes).append(bind)
             else:
                 self._unschedulable.add(state.key)
+                if state.key in self._gated:
+                    continue  # PreEnqueue: the claim lifecycle is making its claim (module docstring)
                 metrics.schedule_attempt("unschedulable", time.perf_counter() - started, self.name)
                 writes.append(functools.partial(self._refuse, state, decision.message))
         # Pods with claims first: their slots are taken before any device-path pod of the burst is bound, so the
@@ -1372,3 +1385,8 @@ def _without(cluster: Snapshot, state: PodState) -> Snapshot:
         replace(n, requested=n.requested - state.info.requests) if n.name == state.node else n for n in cluster.nodes
     )
     return Snapshot(nodes, cluster.devices, cluster.classes)
+
+
+def _awaits_template_claim(pod: Mapping[str, Any]) -> bool:
+    """Whether one of the pod's template entries has no claim made yet (`status.resourceClaimStatuses` lacks it)."""
+    return any(ref.template is not None and claim_name(pod, ref) is None for ref in claim_refs(pod))
