@@ -20,7 +20,7 @@ from devplace.server import create_app
 from devplace.server._routetables import RouteTable, TableRouting
 from devplace.store import MemoryStore
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "BREW")
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +132,13 @@ def test_a_literal_route_listed_first_wins_over_the_pattern_that_also_matches_it
     item = table.lookup("PUT", "/api/v1/namespaces/default/pods/p/status")
     assert item is not None
     assert item[1] == {"version": "v1", "namespace": "default", "plural": "pods", "name": "p"}
+
+
+def test_made_up_methods_share_one_entry_of_the_tables_cache(app: FastAPI) -> None:
+    table = RouteTable(app.router.routes)
+    for i in range(50):
+        assert table.lookup(f"BREW{i}", "/api/v1/namespaces/default/pods/p") is None
+    assert len(table._candidates) == 1
 
 
 def test_what_the_table_does_not_serve_goes_to_the_router(app: FastAPI) -> None:

@@ -94,16 +94,19 @@ class RouteTable:
             path = getattr(route, "path_format", None) if entry.regex is not None else None
             first = _first_segment(path) if isinstance(path, str) else _ANY
             self._buckets.setdefault(_ANY if "{" in first else first, []).append(entry)
+        self._methods = frozenset(m for bucket in self._buckets.values() for e in bucket for m in e.methods or ())
         self._candidates: dict[tuple[str, str], tuple[_Entry, ...]] = {}
+        """Per (method, bucket) the entries to try, in order; a method no route names shares one key (a client's
+        made-up methods cannot grow it)."""
 
     def _tried(self, method: str, first: str) -> tuple[_Entry, ...]:
-        key = (method, first if first in self._buckets else _ANY)
+        key = (method if method in self._methods else "", first if first in self._buckets else _ANY)
         found = self._candidates.get(key)
         if found is None:
             entries = [*self._buckets.get(key[1], ()), *(self._buckets.get(_ANY, ()) if key[1] != _ANY else ())]
             found = tuple(
                 sorted(
-                    (e for e in entries if e.methods is None or method in e.methods),  # others could only be PARTIAL
+                    (e for e in entries if e.methods is None or key[0] in e.methods),  # others could only be PARTIAL
                     key=lambda e: e.order,
                 )
             )
