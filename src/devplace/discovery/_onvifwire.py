@@ -196,7 +196,8 @@ if TYPE_CHECKING:
 
 
 def escape(text: str) -> str:
-    """`text` as XML character data (`&`, `<`, `>` escaped: what `xml.sax.saxutils.escape` does)."""
+    """`text` as XML character data (`&`, `<`, `>` escaped: what `xml.sax.saxutils.escape` does; importing that
+    module loads urllib.request and email with it, 1.3 MiB in a node agent)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
