@@ -15,7 +15,13 @@ device choices against first fit and an exact optimum.
 3. `memory`: the same fill over an in-process MemoryStore, beside the classic device path on the same cluster shape
    (`bench.scheduler`'s shell run: Instances, a ResourceClass, pods asking `rc.devplace.io/<class>`), so the two
    paths are compared in one run, and the store's own Pod update as the floor.
-4. `quality`: on small fragmented instances (3-4 nodes with 2-4 devices of two models, some held; 5-8 pods asking
+4. `floors` (after `steady`, same run, same etcd and server): what five writes per pod cost this machine before any
+   devplace logic: five bare etcd transactions per pod (two creates, three guarded updates, 32 at a time, on keys of
+   their own) with the CPU etcd and this process spend on them, and `devplace server`'s CPU for a request that does
+   no store work (GET /healthz through its middleware and routing, 16 at a time). `fill.cpu_ms_per_pod` is what
+   each process (server, etcd, this one: scheduler, claim lifecycle, pod creation) spent per bound pod during the
+   fill; `budget_ms_per_pod` what the fill goal leaves (this machine's cores over 400 pods/s), to set both against.
+5. `quality`: on small fragmented instances (3-4 nodes with 2-4 devices of two models, some held; 5-8 pods asking
    1-3 devices of a model), how many pods the scheduler places, pod after pod as it does (the claims filter on every
    node, the best node by the strategy's device score), per strategy (`firstFit`: Kubernetes' choice, the first node
    that fits; `binpack` and `optimal`: the node whose devices are most held; `spread`: the least), against an
@@ -30,13 +36,17 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import os
 import random
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.measures import cpu_seconds
+
 DRIVER = "gpu.example.com"
+FILL_GOAL = 400  # pods/s (issue #25)
 CLASS = {
     "apiVersion": "resource.k8s.io/v1",
     "kind": "DeviceClass",
@@ -108,8 +118,78 @@ async def _until(check: Any, timeout: float) -> bool:
     return False
 
 
-async def _cluster_run(store: Any, nodes: int, per_node: int, pods: int, waves: int, wave: int) -> dict[str, Any]:
-    """Fill then steady state over `store`, with the scheduler and the claim lifecycle in this process."""
+async def _etcd_floor(endpoint: str, etcd_pid: int, pods: int) -> dict[str, float]:
+    """Five bare transactions per pod (create two keys, then three guarded puts), 32 pods at a time."""
+    from devplace.store._etcd import EtcdStore
+    from devplace.store.etcdserverpb import rpc_pb2 as pb
+
+    store = EtcdStore(f"etcd://{endpoint}")
+    body = b"x" * 1500  # about a pod's JSON
+    try:
+        conn = store._conn
+
+        async def put(key: bytes, revision: int) -> int:
+            guard = pb.Compare(key=key, target=pb.Compare.MOD, result=pb.Compare.EQUAL, mod_revision=revision)
+            request = pb.TxnRequest(
+                compare=[guard], success=[pb.RequestOp(request_put=pb.PutRequest(key=key, value=body))]
+            )
+            reply = await conn.call("Txn", request)
+            if not reply.succeeded:
+                raise RuntimeError("a bare transaction's guard failed")
+            return int(reply.header.revision)
+
+        async def pod(i: int) -> None:
+            pod_key, claim_key = f"/bench-floor/pods/{i}".encode(), f"/bench-floor/claims/{i}".encode()
+            pod_rev, claim_rev = await put(pod_key, 0), await put(claim_key, 0)
+            pod_rev = await put(pod_key, pod_rev)
+            await put(claim_key, claim_rev)
+            await put(pod_key, pod_rev)
+
+        await pod(-1)  # connected
+        queue = iter(range(pods))
+
+        async def worker() -> None:
+            for i in queue:
+                await pod(i)
+
+        t0, c0, e0 = time.perf_counter(), time.process_time(), cpu_seconds(etcd_pid)
+        await asyncio.gather(*(worker() for _ in range(32)))
+        wall, cpu, etcd = time.perf_counter() - t0, time.process_time() - c0, cpu_seconds(etcd_pid) - e0
+    finally:
+        await store.close()
+    return {
+        "pods_per_s": round(pods / wall, 1),
+        "etcd_cpu_ms_per_pod": round(1000 * etcd / pods, 3),
+        "client_cpu_ms_per_pod": round(1000 * cpu / pods, 3),
+    }
+
+
+async def _server_floor(base_url: str, server_pid: int, requests: int) -> dict[str, float]:
+    """`devplace server`'s CPU per GET /healthz (no store work), 16 requests at a time."""
+    import httpx2
+
+    async with httpx2.AsyncClient(base_url=base_url) as client:
+        await client.get("/healthz")
+        queue = iter(range(requests))
+
+        async def worker() -> None:
+            for _ in queue:
+                (await client.get("/healthz")).raise_for_status()
+
+        t0, s0 = time.perf_counter(), cpu_seconds(server_pid)
+        await asyncio.gather(*(worker() for _ in range(16)))
+        wall, server = time.perf_counter() - t0, cpu_seconds(server_pid) - s0
+    return {
+        "requests_per_s": round(requests / wall, 1),
+        "server_cpu_ms_per_request": round(1000 * server / requests, 3),
+    }
+
+
+async def _cluster_run(
+    store: Any, nodes: int, per_node: int, pods: int, waves: int, wave: int, others: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """Fill then steady state over `store`, with the scheduler and the claim lifecycle in this process; `others`
+    names processes (by PID) whose CPU over the fill is reported beside this one's."""
     from devplace.clocks import SystemClock
     from devplace.controller._claims import ClaimLifecycle
     from devplace.scheduler._schedulers import Scheduler
@@ -131,11 +211,14 @@ async def _cluster_run(store: Any, nodes: int, per_node: int, pods: int, waves: 
             return sum(1 for p in scheduler.pods.values() if p.node)
 
         gc.collect()
+        others = others or {}
+        before = {name: cpu_seconds(pid) for name, pid in others.items()}
         t0, c0 = time.perf_counter(), time.process_time()
         await _create_all(store, [_pod(f"fill-{i:05d}") for i in range(pods)])
         created = time.perf_counter() - t0
         done = await _until(lambda: bound() >= pods, 600)
         fill_wall, fill_cpu = time.perf_counter() - t0, time.process_time() - c0
+        spent = {name: cpu_seconds(pid) - before[name] for name, pid in others.items()}
         fill_bound = bound()
         wrong = 0
         for state in scheduler.pods.values():
@@ -152,6 +235,10 @@ async def _cluster_run(store: Any, nodes: int, per_node: int, pods: int, waves: 
             "all_bound": done,
             "pods_per_s": round(fill_bound / fill_wall, 1),
             "pods_per_cpu_s_this_process": round(fill_bound / max(fill_cpu, 1e-9), 1),
+            "cpu_ms_per_pod": {
+                name: round(1000 * seconds / max(fill_bound, 1), 3)
+                for name, seconds in {**spent, "this_process": fill_cpu}.items()
+            },
             "create_phase_s": round(created, 2),
             "wrong": wrong,
             "scheduler_bursts": scheduler.bursts,
@@ -178,20 +265,37 @@ async def _cluster_run(store: Any, nodes: int, per_node: int, pods: int, waves: 
 
 
 async def _through_server(nodes: int, per_node: int, pods: int, waves: int, wave: int) -> dict[str, Any]:
-    from bench.etcd import _etcd
-    from bench.server import _server
+    from bench.etcd import _etcd_process
+    from bench.server import _server_process
     from devplace.store import RemoteStore
 
     with (
         tempfile.TemporaryDirectory(prefix="devplace-bench-dra-") as tmp,
-        _etcd(Path(tmp) / "etcd") as endpoint,
-        _server(f"etcd://{endpoint}") as base_url,
+        _etcd_process(Path(tmp) / "etcd") as (endpoint, etcd_pid),
+        _server_process(f"etcd://{endpoint}") as (base_url, server_pid),
     ):
         store = RemoteStore(base_url)
         try:
-            return await _cluster_run(store, nodes, per_node, pods, waves, wave)
+            result = await _cluster_run(
+                store, nodes, per_node, pods, waves, wave, {"server": server_pid, "etcd": etcd_pid}
+            )
         finally:
             await store.close()
+        etcd_floor = await _etcd_floor(endpoint, etcd_pid, max(200, pods // 2))
+        server_floor = await _server_floor(base_url, server_pid, max(500, pods))
+    five_writes = (
+        etcd_floor["etcd_cpu_ms_per_pod"]
+        + etcd_floor["client_cpu_ms_per_pod"]
+        + 5 * server_floor["server_cpu_ms_per_request"]
+    )
+    result["floors"] = {
+        "etcd_five_transactions_per_pod": etcd_floor,
+        "server_request_without_store_work": server_floor,
+        "five_writes_cpu_ms_per_pod": round(five_writes, 3),
+        "budget_ms_per_pod": round((os.cpu_count() or 1) * 1000 / FILL_GOAL, 3),
+        "spent_ms_per_pod": round(sum(result["fill"]["cpu_ms_per_pod"].values()), 3),
+    }
+    return result
 
 
 async def _in_memory(nodes: int, per_node: int, pods: int) -> dict[str, Any]:
@@ -368,5 +472,5 @@ def run(quick: bool = False) -> dict[str, Any]:
         "memory_store": {"dra": memory, "classic_device_path": classic},
         "dra_over_classic_in_memory": round(memory["pods_per_s"] / max(classic["pods_per_s"], 1e-9), 3),
         "quality": _quality(instances),
-        "goals": {"fill_pods_per_s": 400, "steady_pods_per_s": 300, "quality_vs_optimum": 0.98},
+        "goals": {"fill_pods_per_s": FILL_GOAL, "steady_pods_per_s": 300, "quality_vs_optimum": 0.98},
     }

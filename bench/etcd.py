@@ -52,6 +52,13 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def _etcd(directory: Path) -> Iterator[str]:
     """A single-member etcd on loopback; yields its client endpoint, stops it by PID."""
+    with _etcd_process(directory) as (endpoint, _):
+        yield endpoint
+
+
+@contextlib.contextmanager
+def _etcd_process(directory: Path) -> Iterator[tuple[str, int]]:
+    """`_etcd`, yielding its PID beside the endpoint (for the CPU it uses)."""
     binary = shutil.which("etcd")
     if binary is None:
         raise SystemExit("etcd is not installed (make test installs Debian's etcd-server)")
@@ -81,7 +88,7 @@ def _etcd(directory: Path) -> Iterator[str]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("etcd did not start")
             time.sleep(0.05)  # polling a child's startup, bounded by the deadline
-        yield f"127.0.0.1:{client}"
+        yield f"127.0.0.1:{client}", process.pid
     finally:
         process.terminate()
         try:

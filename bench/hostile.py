@@ -60,6 +60,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from bench.measures import cpu_seconds
 from devplace.server import ConnectionLimits
 from devplace.server._app import create_app, running
 from devplace.store import MemoryStore
@@ -847,12 +848,6 @@ def _open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process `pid` so far (/proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
@@ -982,9 +977,9 @@ def _get_figures(servers: dict[str, ProbedServer], count: int) -> dict[str, Any]
     rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in servers}
     for _ in range(GET_ROUNDS):
         for name, server in servers.items():
-            cpu, started = _cpu_seconds(server.pid), time.perf_counter()
+            cpu, started = cpu_seconds(server.pid), time.perf_counter()
             answered = asyncio.run(_gets(server.url, count))
-            elapsed, used = time.perf_counter() - started, _cpu_seconds(server.pid) - cpu
+            elapsed, used = time.perf_counter() - started, cpu_seconds(server.pid) - cpu
             rounds[name].append((answered / elapsed, used / answered * 1e6))
     figures: dict[str, Any] = {}
     for name, measured in rounds.items():

@@ -15,13 +15,25 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from devplace.store._base import Store
 
-__all__ = ["KIND", "NAMESPACE", "OPERATIONS", "Phase", "instance", "stats", "store_latencies", "timed"]
+__all__ = [
+    "KIND",
+    "NAMESPACE",
+    "OPERATIONS",
+    "Phase",
+    "cpu_seconds",
+    "instance",
+    "stats",
+    "store_latencies",
+    "timed",
+]
 
 KIND = "Instance"
 NAMESPACE = "default"
@@ -55,6 +67,12 @@ def instance(i: int) -> dict[str, Any]:
         },
         "status": {"writes": 0},
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stats(samples_ns: list[int]) -> dict[str, float]:

@@ -50,6 +50,13 @@ def _free_port() -> int:
 @contextmanager
 def _server(store_url: str) -> Iterator[str]:
     """`devplace server` as a child process on a free loopback port; terminated (then killed) by PID."""
+    with _server_process(store_url) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def _server_process(store_url: str) -> Iterator[tuple[str, int]]:
+    """`_server`, yielding its PID beside the URL (for the CPU it uses)."""
     port = _free_port()
     cmd = [sys.executable, "-m", "devplace.cli", "server", "--store", store_url, "--port", str(port)]
     cmd += ["--log-level", "warning"]
@@ -67,7 +74,7 @@ def _server(store_url: str) -> Iterator[str]:
                 if time.monotonic() > deadline:
                     raise
             time.sleep(0.05)
-        yield base_url
+        yield base_url, proc.pid
     finally:
         proc.terminate()
         try:

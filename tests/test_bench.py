@@ -254,6 +254,18 @@ def test_the_dra_scheduler_bench_binds_every_pod_with_its_claim_through_the_serv
     assert served["fill"]["bound"] == served["fill"]["pods"] == shape["pods"]
     assert served["fill"]["wrong"] == 0
     assert served["steady"]["bound_at_end"] == shape["pods"]
+    spent = served["fill"]["cpu_ms_per_pod"]
+    assert set(spent) == {"server", "etcd", "this_process"}
+    assert all(ms > 0 for ms in spent.values())
+    floors = served["floors"]
+    etcd, request = floors["etcd_five_transactions_per_pod"], floors["server_request_without_store_work"]
+    assert floors["five_writes_cpu_ms_per_pod"] == round(
+        etcd["etcd_cpu_ms_per_pod"] + etcd["client_cpu_ms_per_pod"] + 5 * request["server_cpu_ms_per_request"], 3
+    )
+    assert floors["spent_ms_per_pod"] == round(sum(spent.values()), 3)
+    assert etcd["pods_per_s"] > 0
+    assert request["requests_per_s"] > 0
+    assert floors["budget_ms_per_pod"] > 0
     memory = result["memory_store"]
     assert memory["dra"]["bound"] == shape["pods"]
     assert memory["dra"]["wrong"] == 0

@@ -4,6 +4,7 @@ nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from devplace.api import normalize
 from devplace.scheduler import _admissions as admission
 from devplace.scheduler._classes import ClassSpec
 from devplace.server._app import create_app
-from devplace.store import MemoryStore
+from devplace.store import DelegatingStore, MemoryStore, Store
 from tests.servers import serve_app
 
 CLASSES = "/apis/devplace.io/v1alpha1/resourceclasses"
@@ -110,6 +111,40 @@ async def test_an_update_of_status_and_labels_with_the_same_spec_is_accepted(api
     response = await api.put(f"{CLASSES}/gpu", json=updated)
     assert response.status_code == 200, response.text
     assert response.json()["status"] == {"allocatable": "4", "requested": "1"}
+
+
+class CountedReads(DelegatingStore):
+    """The store, with every `get` it is asked for written down."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(inner)
+        self.reads: list[tuple[str, str]] = []
+
+    async def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any]:
+        self.reads.append((kind, name))
+        return await super().get(kind, name, namespace)
+
+
+async def test_an_update_and_a_patch_are_admitted_against_the_one_read_of_what_they_replace(
+    memory_store: MemoryStore,
+) -> None:
+    counted = CountedReads(memory_store)
+    async with (
+        serve_app(create_app(counted, fleet_api=False)) as url,
+        httpx2.AsyncClient(base_url=url, timeout=10) as api,
+    ):
+        created = (await api.post(CLASSES, json=resource_class("gpu", GPU))).json()
+        counted.reads.clear()
+        labelled = {**created, "metadata": {**created["metadata"], "labels": {"tier": "fast"}}}
+        assert (await api.put(f"{CLASSES}/gpu", json=labelled)).status_code == 200
+        assert counted.reads == [("ResourceClass", "gpu")]
+        counted.reads.clear()
+        patch = {"spec": {"selectionStrategy": "spread"}}
+        headers = {"content-type": "application/merge-patch+json"}
+        response = await api.patch(f"{CLASSES}/gpu", content=json.dumps(patch), headers=headers)
+        assert refused(response) == (422, [("spec", "field is immutable")])
+        assert counted.reads == [("ResourceClass", "gpu")]
+        assert (await api.get(f"{CLASSES}/gpu")).json()["metadata"]["labels"] == {"tier": "fast"}
 
 
 def test_specs_that_differ_only_in_spelling_are_the_same_spec() -> None:

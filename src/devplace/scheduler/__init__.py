@@ -24,7 +24,7 @@ Shell: `schedulers` (`Scheduler`): informers in, one event-driven decision queue
 One door: every module here is private; this face is what the package promises (pinned by tests/test_faces.py).
 """
 
-from devplace.scheduler._admissions import ADMISSION, admit_update, admit_write
+from devplace.scheduler._admissions import ADMISSION, admit_create, admit_update
 from devplace.scheduler._classes import ANNOTATION_PREFIX, RESOURCE_PREFIX, ResolvedClass, Strategy, resolve_each
 from devplace.scheduler._decisions import NodeVerdict
 from devplace.scheduler._nodes import availability_message
@@ -39,8 +39,8 @@ __all__ = [
     "ResolvedClass",
     "Scheduler",
     "Strategy",
+    "admit_create",
     "admit_update",
-    "admit_write",
     "availability_message",
     "resolve_each",
 ]

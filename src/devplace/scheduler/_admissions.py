@@ -56,20 +56,5 @@ async def admit_create(store: Store, new: Mapping[str, Any]) -> None:
         raise refused[name]
 
 
-async def admit_write(store: Store, obj: Mapping[str, Any], *, creating: bool) -> None:
-    """`admit_create`, or for an update `admit_update` against the stored object (none stored: the store says so)."""
-    if creating:
-        await admit_create(store, obj)
-        return
-    if obj.get("kind") not in ("ResourceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"):
-        return
-    meta = obj["metadata"]
-    try:
-        current = await store.get(str(obj["kind"]), str(meta["name"]), str(meta.get("namespace") or ""))
-    except errors.NotFound:
-        return
-    admit_update(current, obj)
-
-
 ADMISSION = Admission(create=admit_create, update=admit_update)
 """These rules as `store.applies.apply_object` takes them (`devplace apply`, `Fleet.apply`)."""

@@ -70,7 +70,7 @@ from devplace.kubeapi import (
     with_status,
 )
 from devplace.kubeapi import patch_type as parse_patch_type
-from devplace.scheduler import admit_write
+from devplace.scheduler import admit_create, admit_update
 from devplace.server import _namespaces as namespaces
 from devplace.server._bodies import decode_body
 from devplace.server._representations import ObjectResponse
@@ -289,7 +289,7 @@ class _Patches:
             )
             obj = on_create(await self._checked(req, applied, warnings))
             obj["metadata"]["managedFields"] = applied["metadata"]["managedFields"]
-            await admit_write(self.store, obj, creating=True)
+            await admit_create(self.store, obj)
             if req.target.info.namespaced:
                 await namespaces.check_creatable(self.store, req.namespace)
             if req.dry_run:  # what the create would store, as a dry-run POST answers it: no resourceVersion
@@ -392,7 +392,7 @@ class _Patches:
                 obj["metadata"].pop("managedFields", None)
             if _unchanged(current, obj):
                 return None
-            await admit_write(self.store, obj, creating=False)
+            admit_update(current, obj)  # what this write replaces: it is guarded by current's resourceVersion
             return obj
 
         return decide

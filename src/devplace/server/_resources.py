@@ -88,7 +88,7 @@ from devplace.kubeapi import (
     with_scale,
     with_status,
 )
-from devplace.scheduler import admit_update, admit_write
+from devplace.scheduler import admit_create, admit_update
 from devplace.server import _lists as lists
 from devplace.server import _namespaces as namespaces
 from devplace.server import _statuses as http_errors
@@ -501,7 +501,7 @@ class _Routes:
         obj = recorded(
             None, obj, manager=manager, api_version=target.api_version, now=self.clock.now(), requested=_managed(body)
         )
-        await admit_write(self.store, obj, creating=True)
+        await admit_create(self.store, obj)
         if target.info.namespaced:
             await namespaces.check_creatable(self.store, key_fields(obj)[1])
         try:
@@ -540,7 +540,8 @@ class _Routes:
         obj = recorded(
             old, obj, manager=manager, api_version=target.api_version, now=self.clock.now(), requested=_managed(body)
         )
-        await admit_write(self.store, obj, creating=False)
+        if old is not None:  # the admission rules against what the write replaces: a change meanwhile makes it conflict
+            admit_update(old, obj)
         if dry:
             current = await self.store.get(target.info.kind, str(target.name), target.store_namespace)
             expected = str(resource_version_of(obj))
