@@ -142,6 +142,8 @@ class Unschedulable:
     verdicts: tuple[NodeVerdict, ...] = ()
     """Every node with its reason, in name order (what `explain` shows)."""
     next_start: int = 0
+    gated: bool = False
+    """The pod waits only for the claim its template makes: nothing is written for it (kube-scheduler's PreEnqueue)."""
 
 
 class Memo:

@@ -332,8 +332,6 @@ class Scheduler:
         self.queue: WorkQueue[str] = WorkQueue(clock, name="devplace-scheduler")
         """Pods (by key) to decide, and their retries after store failures (timers on the clock)."""
         self._unschedulable: set[str] = set()
-        self._gated: set[str] = set()
-        """Pods of the last burst waiting only for their template's claim to be made (no status write for them)."""
         metrics.PENDING_PODS.add(
             self,
             lambda s: {("active",): float(len(s.queue)), ("unschedulable",): float(len(s._unschedulable))},
@@ -1010,14 +1008,12 @@ class Scheduler:
         states = [s for k in keys if (s := self.pods.get(*_split_key(k))) is not None and not s.node and self.ours(s)]
         out: list[tuple[PodState, Binding | Unschedulable]] = []
         placeable: dict[str, PodState] = {}
-        self._gated.clear()
         for state in states:
             spec_blocker = self._blocker(state)
             blocker = spec_blocker or self._claims_blocker(state)
             if blocker is not None:
-                if spec_blocker is None and _awaits_template_claim(state.wire):
-                    self._gated.add(state.key)
-                out.append((state, Unschedulable(state.key, blocker)))
+                gated = spec_blocker is None and _awaits_template_claim(state.wire)
+                out.append((state, Unschedulable(state.key, blocker, gated=gated)))
             else:
                 assert state.info is not None
                 placeable[state.key] = state
@@ -1052,7 +1048,7 @@ class Scheduler:
                 (claims if decision.claims else writes).append(bind)
             else:
                 self._unschedulable.add(state.key)
-                if state.key in self._gated:
+                if decision.gated:
                     continue  # PreEnqueue: the claim lifecycle is making its claim (module docstring)
                 metrics.schedule_attempt("unschedulable", time.perf_counter() - started, self.name)
                 writes.append(functools.partial(self._refuse, state, decision.message))
