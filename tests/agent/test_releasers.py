@@ -3,6 +3,7 @@ holder changed meanwhile stays with its new holder."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from devplace.api import IL
 from devplace.clocks import FakeClock
 from devplace.store import MemoryStore
 from devplace.supervisors import Supervisor
+from tests.agent.conftest import MiniKubelet
 
 INST = "cams-8120fe"
 
@@ -100,6 +102,39 @@ async def test_a_slot_whose_holder_changed_meanwhile_is_not_freed(
     assert await memory_store.revision() == revision + 1  # one write, on the fresh record after the conflict
     after = await memory_store.get("Instance", INST, "default")
     assert after["spec"]["deviceUsage"] == {f"{INST}-0": "", f"{INST}-1": "node-b", f"{INST}-2": ""}
+
+
+async def test_a_grace_pass_asks_the_kubelet_only_while_the_node_holds_a_slot(
+    memory_store: MemoryStore, supervisor: Supervisor, clock: FakeClock, sock_dir: Path
+) -> None:
+    kubelet = MiniKubelet(sock_dir)
+    await kubelet.start()
+    try:
+        stored = await memory_store.create(instance(["", "node-b"]))
+        cache = NodeCache(memory_store, "node-a", supervisor)
+        cache.instances.apply_event("ADDED", stored)
+        releaser = Releaser(
+            "node-a", "akri.sh", 0.3, 0.1, kubelet.pr_socket, cache, supervisor, clock, holding=lambda: False
+        )
+        revision = await memory_store.revision()
+
+        await releaser._grace_pass()  # node-a holds nothing here: nothing to free, nobody asked
+
+        assert kubelet.lists == 0
+        taken = copy.deepcopy(stored)  # the cache holds `stored` itself
+        taken["spec"]["deviceUsage"][f"{INST}-0"] = "node-a"
+        cache.instances.apply_event("MODIFIED", await memory_store.update(taken))
+        await releaser._grace_pass()  # held and absent from the listing: its absence starts now
+        assert kubelet.lists == 1
+        await clock.advance(1.0)
+        await releaser._grace_pass()  # absent for the grace: freed
+        assert kubelet.lists == 2
+        after = await memory_store.get("Instance", INST, "default")
+        assert after["spec"]["deviceUsage"] == {f"{INST}-0": "", f"{INST}-1": "node-b"}
+        assert await memory_store.revision() == revision + 2  # the hold, then the release
+        await releaser.close()
+    finally:
+        await kubelet.stop()
 
 
 def test_release_slots_frees_only_slots_their_holder_still_holds() -> None:

@@ -1,10 +1,11 @@
 """Releasing this node's slots: at once when their pod ends, else after the PodResources grace (`release_rules`).
 
 The device-plugin API has no Deallocate, so the releaser learns which pod uses which device from the kubelet's
-PodResources API (a List when a pod starts running, after each Allocate, and every `podresources_poll` seconds) and
-frees, by CAS on the exact holder it saw, (a) the slots of a pod of this node that is deleted or terminates, and
-(b) held slots absent from every listing for `release_grace` seconds. The decisions are pure (`release_rules`); this
-module is the I/O around them. Every due slot of one Instance is freed in one write (one CAS per Instance).
+PodResources API (a List when a pod starts running, after each Allocate, and every `podresources_poll` seconds
+while the node holds a slot) and frees, by CAS on the exact holder it saw, (a) the slots of a pod of this node that is
+deleted or terminates, and (b) held slots absent from every listing for `release_grace` seconds. The decisions are
+pure (`release_rules`); this module is the I/O around them. Every due slot of one Instance is freed in one write (one
+CAS per Instance).
 
 Concurrency: pod changes arrive through the Pod informer's change handler (synchronous: it only spawns the release);
 each release and each PodResources look is a piece of the supervisor's in-flight work, so `Agent.is_idle` counts it.
@@ -215,6 +216,15 @@ class Releaser:
                 release()
 
     async def _grace_pass(self) -> None:
+        """Free the held slots absent from PodResources for the grace. A node that holds no slot has nothing to free
+        and does not ask the kubelet: an idle agent's pass costs no gRPC call (an isolated one costs the agent about
+        a millisecond of CPU: `bench/footprint.py`'s idle agent, looking every 0.1 s, spent 10-16 ms a second on
+        them)."""
+        if not self._held():
+            self._absent_since = {}
+            self._alloc_at.clear()
+            self._alloc_seq.clear()
+            return
         listing = await self.observe()
         if listing is None:
             return

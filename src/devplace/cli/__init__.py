@@ -8,7 +8,8 @@
 - `stores`: `devplace store backup | restore | export | import`;
 - `renders`: `devplace render --akri-values`, on `akrivalues` (Akri's chart as rules) and `helmvalues` (`--set`);
 - `emco`: `devplace fleet ...`, the /v2 client; `emcofiles`: emcoctl's resource files;
-- `servers`: `devplace server` and `devplace wait-ready`; `agents`: `devplace agent`;
+- `servers`: `devplace server` and `devplace wait-ready`; `agents`: `devplace agent`, which re-executes itself as
+  `agentruns` (the agent's process without the typer application) once its options are checked;
 - `daemons`: `devplace scheduler | controller`;
 - `handlers`: `devplace handler nvml`, a built-in discovery handler as its own process;
 - `kubelets`: `devplace kubelet-sim`;
@@ -27,9 +28,22 @@ import os
 # before `grpc` is first imported; a user's own setting wins.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-from devplace.cli._app import app, main
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from devplace.cli._app import app, main
 
 __all__ = [
     "app",
     "main",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`app` and `main` on first use: a process that runs one part (`_agentruns`) imports its modules without the
+    typer application and every other command."""
+    if name in __all__:
+        from devplace.cli import _app
+
+        return getattr(_app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -64,10 +65,10 @@ import typer
 
 from devplace import errors
 from devplace.api import require_dns1123_subdomain
-from devplace.cli._daemons import DevicePathsOption, LogFormatOption, LogLevelOption, configure_logging, serve
-from devplace.cli._probes import Health, MetricsAddressOption, MetricsPortOption, maybe_open
-from devplace.cli._resources import StoreOption, fail, run, store_url
-from devplace.clocks import SystemClock
+from devplace.cli._agentruns import AgentRun, reexec, serve_agent
+from devplace.cli._daemons import DevicePathsOption, LogFormatOption, LogLevelOption, configure_logging
+from devplace.cli._probes import MetricsAddressOption, MetricsPortOption
+from devplace.cli._resources import StoreOption, fail, is_program, run, store_url
 from devplace.deviceplugin import DEFAULT_KUBELET_DIR
 
 log = logging.getLogger(__name__)
@@ -201,84 +202,46 @@ def agent(
     from devplace.discovery import xid_policy
 
     try:
-        policy = xid_policy(environ)
-    except errors.Invalid as e:
-        raise fail(e.message) from None
-
-    async def work() -> int:
-        from devplace.agent import Agent, AgentConfig
-        from devplace.discovery import GpuHandler, OnvifHandler, OpcuaHandler, Pynvml, UdevHandler, builtin_registry
-        from devplace.store import open_store
-
+        xid_policy(environ)
         require_dns1123_subdomain("--node", node)
         if resource_prefix is not None:
             require_dns1123_subdomain("--resource-prefix", resource_prefix)
-        problem = usable_socket_dir(socket)
-        serving: Path | None = socket
-        if problem is not None:
-            if asked:
-                raise fail(f"the discovery-handler registration socket {socket}: {problem}")
-            log.warning("external discovery handlers cannot register at %s (%s); running without them", socket, problem)
-            serving = None
-        config = AgentConfig(
-            node=node,
-            kubelet_dir=kubelet_dir,
-            resource_prefix=resource_prefix,
-            release_grace=release_grace,
-            offline_grace=offline_grace,
-            podresources_poll=podresources_poll,
-            registration_socket=serving,
-            dra=dra,
-            cdi_dir=cdi_dir,
-            device_paths=device_paths,
-        )
-        clock = SystemClock()
-        st = open_store(url, clock=clock)
-        gpus = GpuHandler(Pynvml(), policy=policy) if nvml else None
-        udevs = UdevHandler() if udev else None
-        opcuas = OpcuaHandler(clock=clock, interval=opcua_interval) if opcua else None
-        cameras = OnvifHandler(clock=clock) if onvif else None
-        registry = builtin_registry(
-            node,
-            offline_file=debug_echo_availability_file,
-            clock=clock,
-            debug_echo_shared=shared,
-            gpus=gpus,
-            udev=udevs,
-            opcua=opcuas,
-            onvif=cameras,
-        )
-        daemon = Agent(config, st, registry, clock)
-        health = Health(st, [st])
-        endpoint = await maybe_open(metrics_address, metrics_port, health, "agent")
-
-        async def stop() -> None:
-            try:
-                await daemon.stop()
-                if endpoint is not None:
-                    await endpoint.close()
-            finally:
-                try:
-                    if gpus is not None:
-                        await gpus.close()
-                finally:
-                    await st.close()
-
-        prefix = resource_prefix or "each Configuration's group"
-        return await serve(
-            "agent",
-            start=daemon.start,
-            stop=stop,
-            failed=daemon.failed,
-            health=health,
-            banner=f"node {node}, store {url}, kubelet dir {kubelet_dir}, prefix {prefix}, "
-            f"handlers register at {serving or 'nowhere'}, nvml {'on' if nvml else 'off'}, "
-            f"udev {'on' if udev else 'off'}, opcua {'on' if opcua else 'off'}, "
-            f"onvif {'on' if onvif else 'off'}, DRA {'auto' if dra is None else 'on' if dra else 'off'}, "
-            f"device paths {device_paths}",
-        )
-
-    run(work)
+    except errors.Invalid as e:
+        raise fail(e.message) from None
+    problem = usable_socket_dir(socket)
+    serving: Path | None = socket
+    if problem is not None:
+        if asked:
+            raise fail(f"the discovery-handler registration socket {socket}: {problem}")
+        log.warning("external discovery handlers cannot register at %s (%s); running without them", socket, problem)
+        serving = None
+    spec = AgentRun(
+        store=url,
+        node=node,
+        kubelet_dir=str(kubelet_dir),
+        resource_prefix=resource_prefix,
+        release_grace=release_grace,
+        offline_grace=offline_grace,
+        podresources_poll=podresources_poll,
+        registration_socket=None if serving is None else str(serving),
+        dra=dra,
+        cdi_dir=str(cdi_dir),
+        device_paths=device_paths,
+        nvml=nvml,
+        udev=udev,
+        opcua=opcua,
+        opcua_interval=opcua_interval,
+        onvif=onvif,
+        debug_echo_availability_file=str(debug_echo_availability_file),
+        debug_echo_shared=shared,
+        log_level=log_level,
+        log_format=log_format,
+        metrics_port=metrics_port,
+        metrics_address=metrics_address,
+    )
+    if is_program(ctx) and sys.executable:
+        reexec(spec)  # `_agentruns`: the agent runs on without the CLI application
+    run(lambda: serve_agent(spec))
 
 
 def register(app: typer.Typer) -> None:

@@ -28,7 +28,7 @@ from devplace.cli import _sims as sims
 from devplace.cli import _stores as stores
 from devplace.cli import _ups as ups
 from devplace.cli._configs import ConfigurableGroup
-from devplace.cli._resources import DEFAULT_STORE, STORE_URLS
+from devplace.cli._resources import DEFAULT_STORE, PROGRAM, STORE_URLS
 
 app = typer.Typer(
     name="devplace",
@@ -82,7 +82,8 @@ def options(
     given = source is not None and source.name == "COMMANDLINE"  # not from $KUBECONFIG
     if given and kubeconfig and not Path(kubeconfig).expanduser().is_file():
         raise typer.BadParameter(f"{kubeconfig} is not a file", param_hint="--kubeconfig")
-    ctx.obj = {"store": store, "token": token, "kubeconfig": kubeconfig, "kubeconfig_given": given}
+    program = isinstance(ctx.obj, dict) and bool(ctx.obj.get(PROGRAM))
+    ctx.obj = {"store": store, "token": token, "kubeconfig": kubeconfig, "kubeconfig_given": given, PROGRAM: program}
 
 
 @app.command()
@@ -113,4 +114,6 @@ for module in (
 
 
 def main() -> None:
-    app()
+    """The `devplace` program (console script, `python -m devplace.cli`): what may replace its process knows it is
+    one (`_resources.PROGRAM`)."""
+    app(obj={PROGRAM: True})

@@ -67,6 +67,15 @@ def _root_options(ctx: typer.Context | None) -> Mapping[str, Any]:
     return obj if isinstance(obj, Mapping) else {}
 
 
+PROGRAM = "program"
+"""Key of the root context's object: set by `_app.main`, when `devplace` is the process's program (not a caller's
+Python, as typer's CliRunner in tests); a daemon command may then replace the process (`_agentruns`)."""
+
+
+def is_program(ctx: typer.Context | None) -> bool:
+    return bool(_root_options(ctx).get(PROGRAM))
+
+
 def store_url(ctx: typer.Context | None, explicit: str | None) -> str:
     """`--store` on the command, else on `devplace` (ctx.obj["store"]), else $DEVPLACE_STORE, else the current server
     of a kubeconfig given as `devplace --kubeconfig PATH`, else the default. A command's `--store` from its
