@@ -282,12 +282,14 @@ def output_so_far(log: Any) -> str:
 
 
 def test_the_agent_waits_for_an_unreachable_store_and_comes_up_when_the_server_does(
-    daemon: Any, tmp_path: Path
+    daemon: Any, tmp_path: Path, sock_dir: Path
 ) -> None:
     db = f"sqlite:///{tmp_path}/devplace.db"
     seed(db, ECHO)
     port = closed_port()
-    args = ["--node", "node-a", "--kubelet-dir", str(tmp_path / "kubelet")]
+    # the kubelet directory in a short one: the DRA plugin's socket (plugins_registry/devplace.io-reg.sock) must fit
+    # gRPC's limit on a unix socket's path (105 bytes), which pytest's directory for this test's name leaves no room for
+    args = ["--node", "node-a", "--kubelet-dir", str(sock_dir / "kubelet")]
     agent, agent_log = daemon("agent", "--store", f"http://127.0.0.1:{port}", *args)
     wait_for(lambda: output_so_far(agent_log).count("the store is unavailable") >= 2, agent, agent_log)
     server, server_log = daemon("server", "--store", db, "--port", str(port))
