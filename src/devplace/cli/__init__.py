@@ -10,7 +10,8 @@
 - `emco`: `devplace fleet ...`, the /v2 client; `emcofiles`: emcoctl's resource files;
 - `servers`: `devplace server` and `devplace wait-ready`; `agents`: `devplace agent`, which re-executes itself as
   `agentruns` (the agent's process without the typer application) once its options are checked;
-- `daemons`: `devplace scheduler | controller`;
+- `daemons`: `devplace scheduler | controller`; `serves`: every daemon's run loop (start, wait for a signal or a
+  failure, stop); `options`: the options every daemon shares (`--log-level`, `--metrics-port`...);
 - `handlers`: `devplace handler nvml`, a built-in discovery handler as its own process;
 - `kubelets`: `devplace kubelet-sim`;
 - `demos`: `devplace demo` (`make demo`), which runs `examples/demo.yaml` as `devplace sim run` does;

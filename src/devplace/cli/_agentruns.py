@@ -29,9 +29,9 @@ from typing import Any, NoReturn
 
 from devplace import errors
 from devplace.api import DEVICE_PATHS, DevicePaths
-from devplace.cli._daemons import serve
 from devplace.cli._logs import announce, configure_logging
 from devplace.cli._probes import Health, maybe_open
+from devplace.cli._serves import serve
 from devplace.clocks import SystemClock
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def reexec(run: AgentRun) -> NoReturn:
 
 
 async def serve_agent(run: AgentRun) -> int:
-    """Run the agent `run` describes until SIGTERM/SIGINT (0) or a loop failing for good (1): `_daemons.serve`."""
+    """Run the agent `run` describes until SIGTERM/SIGINT (0) or a loop failing for good (1): `_serves.serve`."""
     from devplace.agent import Agent, AgentConfig
     from devplace.discovery import (
         GpuHandler,

@@ -50,7 +50,7 @@ directory, no permission), a server that answers but is not a devplace API (404)
 Shutdown: the first SIGTERM/SIGINT (also while waiting for the store) stops the agent (plugin sockets removed, store
 state kept: held slots survive a restart) and closes the store; the exit code is 0. A loop that fails for good
 (`await agent.failed()`) stops it the same way with exit code 1, so its process manager restarts it
-(`devplace.cli._daemons.serve`).
+(`devplace.cli._serves.serve`).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ import typer
 from devplace import errors
 from devplace.api import require_dns1123_subdomain
 from devplace.cli._agentruns import AgentRun, reexec, serve_agent
-from devplace.cli._daemons import DevicePathsOption, LogFormatOption, LogLevelOption, configure_logging
-from devplace.cli._probes import MetricsAddressOption, MetricsPortOption
+from devplace.cli._daemons import DevicePathsOption, configure_logging
+from devplace.cli._options import LogFormatOption, LogLevelOption, MetricsAddressOption, MetricsPortOption
 from devplace.cli._resources import StoreOption, fail, is_program, run, store_url
 from devplace.deviceplugin import DEFAULT_KUBELET_DIR
 

@@ -1,12 +1,12 @@
-"""`devplace scheduler` and `devplace controller`: the cluster-level parts as daemons, and the run loop every daemon
-command shares (`devplace agent` too).
+"""`devplace scheduler` and `devplace controller`: the cluster-level parts as daemons.
 
 Each daemon opens the store, starts its part and runs until the first SIGTERM/SIGINT (the part stopped, the store
 closed, exit code 0) or until its supervisor reports a fatal failure (a loop that cannot be restarted, DESIGN.md
-section 3): the part is stopped the same way, the failure is one `error:` line on stderr and the exit code is 1, so a
-process manager (systemd, a Kubernetes Deployment) restarts it. Time is the system clock; logs go to stderr, as text
-or JSON (`--log-format`, `devplace.cli._logs`). `--metrics-port` serves `/metrics`, `/livez` and `/readyz`
-(`devplace.cli._probes`; the agent has it too).
+section 3): the part is stopped the same way, the failure is one `error:` line on stderr and the exit code is 1, so
+a process manager (systemd, a Kubernetes Deployment) restarts it (`_serves.serve`, every daemon command's run loop,
+`devplace agent`'s too). Time is the system clock; logs go to stderr, as text or JSON (`--log-format`,
+`devplace.cli._logs`). `--metrics-port` serves `/metrics`, `/livez` and `/readyz` (`devplace.cli._probes`; the agent
+has it too).
 
 With `--leader-elect` (off by default) several copies may run: each campaigns for the Lease
 `<namespace>/devplace-scheduler` (or `devplace-controller`; namespace `--leader-elect-namespace`, default `devplace`,
@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import os
 import re
-import signal
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,12 +36,14 @@ import typer
 from devplace import errors
 from devplace.api import SELECTION_STRATEGIES as STRATEGIES
 from devplace.api import DevicePaths, require_dns1123_subdomain
-from devplace.cli._logs import LogFormatOption as LogFormatOption  # re-exported: every daemon command's options
-from devplace.cli._logs import LogLevelOption as LogLevelOption
 from devplace.cli._logs import announce
 from devplace.cli._logs import configure_logging as configure_logging
-from devplace.cli._probes import Health, MetricsAddressOption, MetricsPortOption, maybe_open
+from devplace.cli._options import LogFormatOption as LogFormatOption  # re-exported: every daemon command's options
+from devplace.cli._options import LogLevelOption as LogLevelOption
+from devplace.cli._options import MetricsAddressOption, MetricsPortOption
+from devplace.cli._probes import Health, maybe_open
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
+from devplace.cli._serves import serve
 from devplace.clocks import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -173,75 +174,6 @@ async def elected(
         return errors.Refused(f"{identity} lost lease {election.namespace}/{elector.name}")
 
     return start_elected, stop_elected, failed_elected
-
-
-async def serve(
-    command: str,
-    *,
-    start: Callable[[], Awaitable[None]],
-    stop: Callable[[], Awaitable[None]],
-    failed: Callable[[], Awaitable[BaseException]],
-    banner: str,
-    health: Health | None = None,
-) -> int:
-    """Start a part, then wait for SIGTERM/SIGINT (0) or `failed()` (1); `stop` runs either way (module docstring).
-
-    Signal handlers are installed before `start`, so a SIGTERM during start-up is a clean stop too: `start` (which may
-    be waiting for its store, `devplace agent`) is cancelled and the exit code is 0. `health` (the `--metrics-port`
-    endpoint's) is told when the part has started."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stopping.set)
-            installed.append(sig)
-    failure: BaseException | None = None
-    try:
-        if not await _unless_stopped(start(), stopping):
-            announce(f"devplace {command}: stopped before it started")
-            return 0
-        if health is not None:
-            health.started = True
-        announce(f"devplace {command}: {banner}")
-        stop_wait = asyncio.ensure_future(stopping.wait())
-        fail_wait = asyncio.ensure_future(failed())
-        try:
-            done, _ = await asyncio.wait({stop_wait, fail_wait}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop_wait.cancel()
-            fail_wait.cancel()
-        if fail_wait in done:
-            failure = fail_wait.result()
-    finally:
-        try:
-            await stop()
-        finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
-    if failure is not None:
-        announce(f"error: devplace {command}: a loop failed for good: {type(failure).__name__}: {failure}", error=True)
-        return 1
-    announce(f"devplace {command}: stopped")
-    return 0
-
-
-async def _unless_stopped(work: Awaitable[None], stopping: asyncio.Event) -> bool:
-    """Run `work` to its end (True; its error raised) unless `stopping` is set first (False: `work` cancelled)."""
-    task = asyncio.ensure_future(work)
-    stop_wait = asyncio.ensure_future(stopping.wait())
-    try:
-        await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop_wait.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if task.cancelled():
-        return False
-    task.result()
-    return True
 
 
 DraOption = Annotated[

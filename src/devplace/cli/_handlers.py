@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from devplace.cli._agents import registration_socket_path
-from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging, serve
+from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging
 from devplace.cli._resources import fail, run
+from devplace.cli._serves import serve
 
 if TYPE_CHECKING:
     from devplace.discovery import HandlerServer

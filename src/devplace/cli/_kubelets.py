@@ -15,7 +15,7 @@ the Running phase. Pair it with the Instances' `deviceUsage` history: every slot
 node. A restarted kubelet-sim takes those devices back from the pods' status (a real kubelet reads its checkpoint
 file), so agents do not release slots still held by running pods.
 
-Shutdown as the other daemons (`devplace.cli._daemons.serve`): the first SIGTERM/SIGINT stops serving (both sockets
+Shutdown as the other daemons (`devplace.cli._serves.serve`): the first SIGTERM/SIGINT stops serving (both sockets
 removed; the Node and pod statuses are left in the store) and exits 0; a loop that fails for good exits 1. A node
 whose kubelet died is not marked NotReady by anyone here: that is the node lifecycle controller's job, which devplace
 does not run (mark it, or delete the Node, to let the controller fail its brokers over).
@@ -31,8 +31,9 @@ from typing import Annotated
 import typer
 
 from devplace.api import require_dns1123_subdomain
-from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging, serve
+from devplace.cli._daemons import LogFormatOption, LogLevelOption, configure_logging
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
+from devplace.cli._serves import serve
 from devplace.clocks import SystemClock
 from devplace.deviceplugin import DEFAULT_KUBELET_DIR
 

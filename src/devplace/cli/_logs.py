@@ -23,17 +23,11 @@ import logging
 import sys
 import time
 from collections.abc import Mapping
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 LOG_FORMATS = ("text", "json")
 LIBRARIES = ("uvicorn", "uvicorn.error", "uvicorn.access", "grpc", "httpx", "httpcore", "asyncua", "asyncio")
 
-LogLevelOption = Annotated[str, typer.Option("--log-level", help="critical, error, warning, info or debug")]
-LogFormatOption = Annotated[
-    str, typer.Option("--log-format", help="text, or json: one object per line (time, level, logger, message)")
-]
 
 _json = False
 
@@ -102,6 +96,8 @@ def parse_level(log_level: str) -> int:
     """`--log-level` as a logging level (a bad name is a usage error naming the option)."""
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
+        import typer  # a usage error where a command checks it; the agent's process never gets here (`_agentruns`)
+
         raise typer.BadParameter(
             f"{log_level!r} is not one of critical, error, warning, info, debug", param_hint="--log-level"
         )
@@ -115,6 +111,8 @@ def configure_logging(log_level: str, log_format: str = "text", *, force: bool =
     global _json
     level = parse_level(log_level)
     if log_format not in LOG_FORMATS:
+        import typer  # as in `parse_level`
+
         raise typer.BadParameter(f"{log_format!r} is not one of text, json", param_hint="--log-format")
     root = logging.getLogger()
     if not force and any(not isinstance(h, _StderrHandler) for h in root.handlers):
@@ -140,4 +138,4 @@ def announce(line: str, *, error: bool = False) -> None:
     if _json:
         logging.getLogger("devplace").log(logging.ERROR if error else logging.INFO, line)
     else:
-        typer.echo(line, err=True)
+        print(line, file=sys.stderr, flush=True)

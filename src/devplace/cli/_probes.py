@@ -21,10 +21,8 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
-
-import typer
 
 if TYPE_CHECKING:
     from devplace.store import Store
@@ -35,19 +33,6 @@ REQUEST_TIMEOUT = 5.0
 """Seconds a client may take to send its request head."""
 MAX_HEAD = 8192
 
-MetricsPortOption = Annotated[
-    int | None,
-    typer.Option(
-        "--metrics-port",
-        help="Serve /metrics, /livez and /readyz on this port (0: any free port) [default: off]",
-        min=0,
-        max=65535,
-        show_default=False,
-    ),
-]
-MetricsAddressOption = Annotated[
-    str, typer.Option("--metrics-address", help="Address the --metrics-port endpoint listens on")
-]
 
 log = logging.getLogger(__name__)
 

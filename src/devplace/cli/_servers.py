@@ -48,7 +48,8 @@ import typer
 import yaml
 
 from devplace import errors
-from devplace.cli._logs import LogFormatOption, LogLevelOption, announce, configure_logging
+from devplace.cli._logs import announce, configure_logging
+from devplace.cli._options import LogFormatOption, LogLevelOption
 from devplace.cli._resources import StoreOption, open_cli_store, run, store_url
 from devplace.files import write_atomically
 

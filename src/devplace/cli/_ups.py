@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from devplace import errors
-from devplace.cli._logs import LogFormatOption, LogLevelOption, announce, configure_logging
+from devplace.cli._logs import announce, configure_logging
+from devplace.cli._options import LogFormatOption, LogLevelOption
 from devplace.cli._resources import fail, run, store_url
 from devplace.cli._servers import (
     KubeconfigUserOption,
