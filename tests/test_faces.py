@@ -59,6 +59,7 @@ FACES: dict[str, list[str]] = {
         "KeySelector",
         "KindInfo",
         "LabelSelector",
+        "MAX_CAPACITY",
         "MAX_DEPTH",
         "MAX_REVISION",
         "Model",
@@ -451,7 +452,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 383
+    assert promised == 384
 
 
 def test_every_module_inside_a_package_is_private() -> None:

@@ -15,7 +15,7 @@ from devplace.agent import _slots as slots
 from devplace.agent._instances import OFFLINE_SINCE, InstanceRecord
 from devplace.agent._slots import IL
 from devplace.api import Configuration
-from devplace.api import _devices as devices
+from devplace.api import _holders as holders
 from devplace.discovery import Device
 from devplace.discovery._devices import DeviceSpec, Mount
 from devplace.store import DELETE
@@ -137,7 +137,7 @@ def test_instance_names_and_cdi_names_match_akris_for_the_same_device(
     device_id: str, node: str, shared: bool, digest: str
 ) -> None:
     assert instances.instance_name("my_config", device_id, node, shared) == f"my_config-{digest}"
-    assert devices.cdi_name("akri.sh/v0", "my_config", digest) == f"akri.sh/my_config={digest}"
+    assert holders.cdi_name("akri.sh/v0", "my_config", digest) == f"akri.sh/my_config={digest}"
 
 
 def test_the_cdi_name_follows_the_configurations_group() -> None:
@@ -469,13 +469,13 @@ def test_unchanged_parts_of_a_record_are_taken_over_not_parsed_again() -> None:
 def test_a_change_of_only_the_usage_is_not_checked_again_any_other_change_is(monkeypatch: pytest.MonkeyPatch) -> None:
     first = InstanceRecord.from_wire(_instance(["node-a"]))
     checked: list[str] = []
-    real = devices.Instance.without_usage
+    real = instances.check_instance
 
-    def counting(obj: Any) -> Any:
+    def counting(obj: Any) -> None:
         checked.append(obj["metadata"]["resourceVersion"])
-        return real(obj)
+        real(obj)
 
-    monkeypatch.setattr(devices.Instance, "without_usage", counting)
+    monkeypatch.setattr(instances, "check_instance", counting)
     slot = next(iter(first.usage.holders))
     claimed = stored({**first.obj, "spec": {**first.obj["spec"], "deviceUsage": {slot: "node-b"}}}, 8)
     # a write's stamps move too: the generation (a spec change) and the field manager's entries

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from devplace import errors
 from devplace.agent import _properties as properties
+from devplace.agent._configurations import Property, parse_property
 from devplace.agent._properties import Source
-from devplace.api._devices import DiscoveryProperty
 
 P = "spec.discoveryHandler.discoveryProperties"
 
@@ -29,8 +29,8 @@ def config_map_ref(name: str, key: str, **extra: Any) -> dict[str, Any]:
     return {"valueFrom": {"configMapKeyRef": {"name": name, "key": key, **extra}}}
 
 
-def props(*specs: tuple[str, dict[str, Any]]) -> list[DiscoveryProperty]:
-    return [DiscoveryProperty.model_validate({"name": name, **spec}) for name, spec in specs]
+def props(*specs: tuple[str, dict[str, Any]]) -> list[Property]:
+    return [parse_property({"name": name, **spec}, f"p[{i}]") for i, (name, spec) in enumerate(specs)]
 
 
 SOURCES: dict[Source, dict[str, Any]] = {
@@ -75,9 +75,9 @@ def test_a_reference_without_a_namespace_reads_from_default_as_akri_does() -> No
     """Akri's DiscoveryPropertyKeySelector defaults `namespace` to `default`, not to the Configuration's."""
     found = props(("p", secret_ref("auth", "username")))
     assert properties.resolve(found, SOURCES) == {"p": b"admin"}
-    assert properties.references(found) == {("Secret", "default", "auth")}
+    assert properties.property_references(found) == {("Secret", "default", "auth")}
     named = props(("p", secret_ref("auth", "username", namespace="cams")))
-    assert properties.references(named) == {("Secret", "cams", "auth")}
+    assert properties.property_references(named) == {("Secret", "cams", "auth")}
 
 
 def test_references_name_every_object_read_once_with_namespaces_defaulted() -> None:
@@ -87,7 +87,7 @@ def test_references_name_every_object_read_once_with_namespaces_defaulted() -> N
         ("c", secret_ref("auth", "password")),
         ("d", config_map_ref("settings", "timeout", namespace="edge")),
     )
-    assert properties.references(found) == {("Secret", "default", "auth"), ("ConfigMap", "edge", "settings")}
+    assert properties.property_references(found) == {("Secret", "default", "auth"), ("ConfigMap", "edge", "settings")}
 
 
 def test_a_name_given_twice_takes_the_later_value() -> None:
@@ -154,7 +154,7 @@ keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_.0123456789", min_size=1, m
 @given(st.dictionaries(keys, st.binary(max_size=40), max_size=6))
 def test_every_secret_value_reaches_the_handler_byte_for_byte(data: dict[str, bytes]) -> None:
     sources: dict[Source, dict[str, Any]] = {("Secret", "ns", "s"): {"data": {k: b64(v) for k, v in data.items()}}}
-    found = [DiscoveryProperty.model_validate({"name": f"P_{k}", **secret_ref("s", k, namespace="ns")}) for k in data]
+    found = [parse_property({"name": f"P_{k}", **secret_ref("s", k, namespace="ns")}, "p") for k in data]
     assert properties.resolve(found, sources) == {f"P_{k}": v for k, v in data.items()}
 
 
@@ -162,7 +162,7 @@ def test_every_secret_value_reaches_the_handler_byte_for_byte(data: dict[str, by
 def test_optional_properties_are_sent_exactly_when_their_key_exists(data: dict[str, str], asked: set[str]) -> None:
     sources: dict[Source, dict[str, Any]] = {("ConfigMap", "ns", "c"): {"data": data}}
     found = [
-        DiscoveryProperty.model_validate({"name": k, **config_map_ref("c", k, namespace="ns", optional=True)})
+        parse_property({"name": k, **config_map_ref("c", k, namespace="ns", optional=True)}, "p")
         for k in sorted(asked | set(data))
     ]
     assert properties.resolve(found, sources) == {k: v.encode() for k, v in data.items()}

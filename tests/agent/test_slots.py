@@ -10,7 +10,7 @@ from devplace import errors
 from devplace.agent import _slots as slots
 from devplace.agent._slots import CL, FREE, IL, Claim, Refusal, Usage
 from devplace.api import DRA
-from devplace.api import _devices as devices
+from devplace.api import _holders as holders
 
 INST = "cam-8120fe"
 
@@ -462,7 +462,7 @@ def test_any_sequence_of_claims_releases_and_resizes_keeps_the_slot_rules(
     current = Usage.parse(INST, capacity, slots.initial_usage(INST, capacity))
     for op, node, n in ops:
         # every state an agent writes passes the API's slot rules, so a checking server never refuses an agent
-        assert list(devices.usage_problems(INST, current.capacity, current.to_wire())) == []
+        assert list(holders.usage_problems(INST, current.capacity, current.to_wire())) == []
         before = current
         if op == "resize":
             current = slots.resize(current, n)
@@ -561,7 +561,7 @@ def test_once_every_node_repaired_and_resized_only_unowned_problems_remain(wire:
     for node in ("node-a", "node-b"):
         current = slots.resize(slots.repair(current, node), capacity)
         assert slots.repair(current, node) is current  # repairing twice changes nothing
-    for problem in devices.usage_problems(INST, capacity, current.to_wire()):
+    for problem in holders.usage_problems(INST, capacity, current.to_wire()):
         holder = current.holders[problem.path.removeprefix("spec.deviceUsage.")]
         assert not (isinstance(holder, slots.Unknown) and (holder.names("node-a") or holder.names("node-b")))
         assert not (isinstance(holder, IL | CL) and holder.node in ("node-a", "node-b"))

@@ -8,7 +8,7 @@ import pytest
 
 from devplace import errors
 from devplace.api._applies import Create, Unchanged, Update, plan_apply
-from devplace.api._meta import SERVER_OWNED_METADATA
+from devplace.api._registry import SERVER_OWNED_METADATA
 
 STORED_META = {
     "name": "a",

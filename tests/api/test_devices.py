@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from devplace import api, errors
 from devplace.api import _devices as devices
+from devplace.api import _holders as holders
 from devplace.api import normalize
-from devplace.api._devices import CL, FREE, IL
+from devplace.api._holders import CL, FREE, IL
 
 P = "spec.discoveryHandler.discoveryProperties"
 
@@ -169,17 +170,17 @@ _holders = st.one_of(st.just(FREE), st.builds(IL, _names), st.builds(CL, _names,
 
 
 @given(st.integers(1, 8), st.lists(_holders, min_size=8, max_size=8), st.lists(st.integers(8, 1023), max_size=3))
-def test_usages_built_by_the_rules_have_no_problems(capacity: int, holders: list[Any], retiring: list[int]) -> None:
-    usage = {devices.slot_name("cam", i): devices.format_holder(holders[i]) for i in range(capacity)}
+def test_usages_built_by_the_rules_have_no_problems(capacity: int, held: list[Any], retiring: list[int]) -> None:
+    usage = {holders.slot_name("cam", i): holders.format_holder(held[i]) for i in range(capacity)}
     for i in retiring:
-        usage[devices.slot_name("cam", i)] = "node-a"
-    assert list(devices.usage_problems("cam", capacity, usage)) == []
+        usage[holders.slot_name("cam", i)] = "node-a"
+    assert list(holders.usage_problems("cam", capacity, usage)) == []
 
 
 @given(st.dictionaries(st.text(max_size=12), st.text(max_size=12), max_size=5), st.integers(1, 4))
 def test_usage_problems_name_only_slots_of_the_usage_or_missing_ones(usage: dict[str, str], capacity: int) -> None:
-    canonical = {devices.slot_name("cam", i) for i in range(capacity)}
-    for problem in devices.usage_problems("cam", capacity, usage):
+    canonical = {holders.slot_name("cam", i) for i in range(capacity)}
+    for problem in holders.usage_problems("cam", capacity, usage):
         slot = problem.path.removeprefix("spec.deviceUsage.")
         assert slot in usage or slot in canonical
 

@@ -20,7 +20,7 @@ from devplace.api._manifests import (
     validated,
     yaml_documents,
 )
-from devplace.api._meta import SERVER_OWNED_METADATA
+from devplace.api._registry import SERVER_OWNED_METADATA
 
 
 def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

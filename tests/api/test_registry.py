@@ -367,3 +367,50 @@ def test_a_configuration_whose_slot_ids_would_pass_the_kubelets_limit_is_refused
     assert [f.path for f in info.value.fields] == ["metadata.name"]
     assert "64 characters" in info.value.message
     assert "at most 52 characters with capacity 1000" in info.value.message
+
+
+def test_the_kind_table_says_of_each_kind_what_its_model_says() -> None:
+    from devplace.api import _registry as registry
+
+    assert len(registry._BUILTIN) == 22
+    for info in registry._BUILTIN:
+        model = info.model
+        assert model.__module__ == info.module, info.kind
+        assert (
+            info.kind,
+            info.plural,
+            info.namespaced,
+            info.group_versions,
+        ) == (model.KIND, model.PLURAL, model.NAMESPACED, model.GROUP_VERSIONS)
+
+
+def test_every_model_the_api_defines_is_in_the_kind_table() -> None:
+    """A kind added to a model module without its entry would be unknown until that module is imported."""
+    import importlib
+    import inspect
+
+    from devplace.api import _registry as registry
+    from devplace.api._meta import Resource
+
+    tabled = {info.kind for info in registry._BUILTIN}
+    for module in ("_clusters", "_devices", "_dra", "_workloads"):
+        loaded = importlib.import_module(f"devplace.api.{module}")
+        for _, value in inspect.getmembers(loaded, inspect.isclass):
+            if issubclass(value, Resource) and value.__module__ == loaded.__name__ and getattr(value, "KIND", None):
+                assert value.KIND in tabled, value.KIND
+
+
+def test_a_kind_is_known_in_a_process_that_never_loaded_its_model() -> None:
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from devplace.api import lookup\n"
+        "info = lookup('pods')\n"
+        "loaded = ['devplace.api._workloads' in sys.modules, 'pydantic' in sys.modules]\n"
+        "print(json.dumps([info.kind, info.namespaced, *loaded]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(done.stdout) == ["Pod", True, False, False]

@@ -99,10 +99,11 @@ def test_the_runner_started_by_hand_without_a_run_says_so_and_starts_nothing() -
     )
 
 
-def test_the_agents_process_loads_neither_typer_nor_the_other_commands() -> None:
+def test_the_agents_process_loads_neither_typer_nor_pydantic_nor_the_other_commands() -> None:
     code = (
         "import json, sys, devplace.cli._agentruns, devplace.agent, devplace.discovery, devplace.store\n"
-        "cli = [m for m in sys.modules if m.split('.')[0] in ('typer', 'click') or m.startswith('devplace.cli.')]\n"
+        "tops = ('typer', 'click', 'pydantic', 'pydantic_core')\n"
+        "cli = [m for m in sys.modules if m.split('.')[0] in tops or m.startswith('devplace.cli.')]\n"
         "print(json.dumps(sorted(cli)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

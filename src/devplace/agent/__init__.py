@@ -4,6 +4,8 @@ kubelet allocates from, and slots are claimed and released by compare-and-swap o
 Pure decisions:
 - `slots`: the slot rules (holders, claims, health lists, releases, resizes, preferred allocation);
 - `instances`: the Instance lifecycle (names, create, join, leave, offline expiry, capacity sync);
+- `configurations`: Configurations and Instances as the agent reads them, parsed as plain data (no models: the
+  agent's process loads no pydantic);
 - `release_rules`: which held slots to free and when (pod gone, absent from PodResources past the grace);
 - `clashes`: Configurations whose resource names clash on a node (the senior one is served);
 - `conditions`: per-node DiscoveryFailed and ResourceNameConflict conditions on Configurations;

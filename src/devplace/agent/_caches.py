@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devplace.agent import _properties as properties
+from devplace.agent._configurations import ConfigurationView
 from devplace.agent._instances import InstanceRecord
-from devplace.api import Configuration
 from devplace.store import Informer, Route, Store
 from devplace.supervisors import Supervisor
 
@@ -55,15 +55,15 @@ class ConfiguredEntry:
     """A Configuration as the agent caches it: the parsed model and the wire object it came from."""
 
     obj: dict[str, Any]
-    model: Configuration
+    model: ConfigurationView
 
     @property
     def references(self) -> frozenset[Source]:
-        return properties.references(self.model.spec.discovery_handler.discovery_properties)
+        return properties.property_references(self.model.spec.discovery_handler.discovery_properties)
 
 
 def parse_configuration(obj: dict[str, Any], previous: ConfiguredEntry | None) -> ConfiguredEntry:
-    return ConfiguredEntry(obj, Configuration.from_obj(obj))
+    return ConfiguredEntry(obj, ConfigurationView.from_obj(obj))
 
 
 def parse_instance(obj: dict[str, Any], previous: InstanceRecord | None) -> InstanceRecord:
@@ -255,7 +255,7 @@ class NodeCache:
         """Every Instance that lists this node."""
         return self.instances.by("node", self.node)
 
-    def configuration(self, namespace: str, name: str) -> Configuration | None:
+    def configuration(self, namespace: str, name: str) -> ConfigurationView | None:
         entry = self.configurations.get(namespace, name)
         return None if entry is None else entry.model
 

@@ -36,7 +36,8 @@ from typing import Any
 
 from devplace import errors
 from devplace.agent import _slots as slots
-from devplace.api import Configuration, Instance, cdi_name, controller_reference
+from devplace.agent._configurations import ConfigurationView, check_instance
+from devplace.api import cdi_name, controller_reference
 from devplace.discovery import Device
 from devplace.store import DELETE, Delete
 
@@ -131,7 +132,7 @@ class InstanceRecord:
         leaves the usage out, and `previous` was checked, or built from checked objects).
         """
         if validate and not (previous is not None and _checked_before(obj, previous.obj)):
-            Instance.without_usage(obj)
+            check_instance(obj)
         meta = obj["metadata"]
         spec = obj["spec"]
         name = meta["name"]
@@ -182,7 +183,7 @@ class InstanceRecord:
 
 def new_instance(configuration: Mapping[str, Any], device: Device, node: str) -> dict[str, Any]:
     """The wire form of a new Instance for `device` seen by `node`, owned by `configuration` (a stored wire dict)."""
-    cfg = Configuration.from_obj(configuration)
+    cfg = ConfigurationView.from_obj(configuration)
     name = instance_name(cfg.name, device.id, node, device.shared)
     owner = controller_reference(cfg.api_version, "Configuration", cfg.name, cfg.metadata.uid)
     obj: dict[str, Any] = {
@@ -199,7 +200,7 @@ def new_instance(configuration: Mapping[str, Any], device: Device, node: str) ->
             "brokerProperties": {**dict(device.properties), **cfg.spec.broker_properties},
         },
     }
-    Instance.from_obj(obj)  # the boundary check: never write what we would refuse to read
+    check_instance(obj)  # the boundary check: never write what we would refuse to read
     return obj
 
 
@@ -355,7 +356,7 @@ def _needs_sync(
 
 def plan(
     node: str,
-    configuration: Configuration | None,
+    configuration: ConfigurationView | None,
     devices: Sequence[Device] | None,
     instances: Iterable[InstanceRecord],
     now: float,

@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from devplace import errors
-from devplace.api import DiscoveryProperty, KeySelector, decode_base64
+from devplace.agent._configurations import ConfigurationView, KeyRef, Property
+from devplace.api import decode_base64
 
 PATH = "spec.discoveryHandler.discoveryProperties"
 
@@ -39,7 +40,7 @@ Source = tuple[str, str, str]
 """(kind, namespace, name) of a ConfigMap or Secret."""
 
 
-def _reference(prop: DiscoveryProperty) -> tuple[str, str, KeySelector] | None:
+def _reference(prop: Property) -> tuple[str, str, KeyRef] | None:
     """(kind, field name, selector) of a `valueFrom`, or None for a plain value."""
     source = prop.value_from
     if source is None:
@@ -51,7 +52,13 @@ def _reference(prop: DiscoveryProperty) -> tuple[str, str, KeySelector] | None:
     return None  # the model refuses a valueFrom with neither; a plain value is the safe reading
 
 
-def references(properties: Sequence[DiscoveryProperty]) -> frozenset[Source]:
+def references(configuration: Mapping[str, Any]) -> frozenset[Source]:
+    """Every ConfigMap and Secret a stored Configuration's discovery properties read, as the agent reads them
+    (`errors.Invalid` for a Configuration the agent cannot read)."""
+    return property_references(ConfigurationView.from_obj(configuration).spec.discovery_handler.discovery_properties)
+
+
+def property_references(properties: Sequence[Property]) -> frozenset[Source]:
     """Every ConfigMap and Secret the properties read, the namespace defaulted to `default`."""
     found: set[Source] = set()
     for prop in properties:
@@ -62,9 +69,7 @@ def references(properties: Sequence[DiscoveryProperty]) -> frozenset[Source]:
     return frozenset(found)
 
 
-def resolve(
-    properties: Sequence[DiscoveryProperty], sources: Mapping[Source, Mapping[str, Any]]
-) -> dict[str, bytes | None]:
+def resolve(properties: Sequence[Property], sources: Mapping[Source, Mapping[str, Any]]) -> dict[str, bytes | None]:
     """The properties' values by name (None: neither value nor valueFrom, sent without bytes); `errors.Invalid`
     naming the first property that cannot be resolved."""
     out: dict[str, bytes | None] = {}
@@ -79,9 +84,7 @@ def resolve(
     return out
 
 
-def _referred(
-    ref: tuple[str, str, KeySelector], path: str, sources: Mapping[Source, Mapping[str, Any]]
-) -> bytes | None:
+def _referred(ref: tuple[str, str, KeyRef], path: str, sources: Mapping[Source, Mapping[str, Any]]) -> bytes | None:
     """The bytes a `valueFrom` refers to; None when it is optional and missing (the property is left out)."""
     kind, field, selector = ref
     where = f"{path}.valueFrom.{field}"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devplace import errors
-from devplace.api._meta import SERVER_OWNED_METADATA
+from devplace.api._registry import SERVER_OWNED_METADATA
 
 KEPT_WHEN_ABSENT = ("ownerReferences", "finalizers")
 """Metadata the parts write: a manifest that omits them leaves the stored ones."""

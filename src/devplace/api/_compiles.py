@@ -45,8 +45,8 @@ from typing import Any
 from devplace import errors
 from devplace.api import _selectors as selectors
 from devplace.api._cel import MAX_LENGTH
-from devplace.api._devices import resource_name, resource_prefix
 from devplace.api._dradevices import DRIVER, attribute_id, semver_text, wire_value
+from devplace.api._holders import resource_name, resource_prefix
 from devplace.api._selectors import DeviceSelector, Requirement
 
 EXTENDED_RESOURCE_PREFIX = "rc.devplace.io/"

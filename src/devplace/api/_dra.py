@@ -40,18 +40,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from devplace import errors
 from devplace.api import _cel as cel
 from devplace.api import _names as names
+from devplace.api._dradevices import GROUP_VERSION, MAX_DEVICES, MAX_DEVICES_WITH_EXTRAS
 from devplace.api._meta import Model, Resource
 from devplace.api._quantity import is_quantity
 from devplace.api._registry import register
 
-GROUP_VERSION = "resource.k8s.io/v1"
 MAX_SELECTORS = 32
 MAX_CONFIGS = 32
 MAX_REQUESTS = 32
 MAX_SUBREQUESTS = 8
 MAX_CONSTRAINTS = 32
-MAX_DEVICES = 128
-MAX_DEVICES_WITH_EXTRAS = 64
 MAX_ATTRIBUTES_AND_CAPACITIES = 32
 MAX_TAINTS = 16
 MAX_TOLERATIONS = 16

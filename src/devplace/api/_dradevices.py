@@ -41,6 +41,13 @@ from devplace import errors
 from devplace.api._cel import MAX_ID_LENGTH, MAX_KEYS, MAX_VALUE_LENGTH
 from devplace.api._quantity import Quantity, is_quantity
 
+GROUP_VERSION = "resource.k8s.io/v1"
+"""DRA's API group and version (`api.dra`'s kinds)."""
+MAX_DEVICES = 128
+"""Kubernetes' limit on the devices of one ResourceSlice."""
+MAX_DEVICES_WITH_EXTRAS = 64
+"""Kubernetes' limit on a ResourceSlice's devices when any carries taints, counters or binding conditions."""
+
 DRIVER = "devplace.io"
 """The DRA driver devplace publishes devices as, and the domain of their attributes."""
 

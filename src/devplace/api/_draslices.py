@@ -41,8 +41,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devplace.api._cel import MAX_KEYS, MAX_VALUE_LENGTH
-from devplace.api._dra import GROUP_VERSION, MAX_DEVICES, MAX_DEVICES_WITH_EXTRAS
-from devplace.api._dradevices import DRIVER, WELL_KNOWN, device_name, instance_device
+from devplace.api._dradevices import (
+    DRIVER,
+    GROUP_VERSION,
+    MAX_DEVICES,
+    MAX_DEVICES_WITH_EXTRAS,
+    WELL_KNOWN,
+    device_name,
+    instance_device,
+)
 
 UNHEALTHY_TAINT = "devplace.io/unhealthy"
 """The key of the taint on a device its handler reports unhealthy (effect NoSchedule)."""

@@ -66,9 +66,8 @@ from yaml.events import (
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from devplace import errors
-from devplace.api import _podspecs as podspecs
 from devplace.api import _registry as registry
-from devplace.api._meta import SERVER_OWNED_METADATA
+from devplace.api._registry import SERVER_OWNED_METADATA
 
 MAX_DEPTH = 100
 """How deeply maps and lists may nest in a document (the top-level object is level 1); see the module docstring."""
@@ -407,6 +406,8 @@ def validated(obj: Any) -> dict[str, Any]:
     `resourceVersion` dropped and integers sent as whole floats written as integers (module docstring)."""
     obj = registry.conformed(obj)
     wire = registry.normalize(obj)
+    from devplace.api import _podspecs as podspecs  # the models' rules: loaded by the first validation
+
     podspecs.check(obj)  # the Kubernetes types a kind holds as maps (a Configuration's brokerPodSpec ...)
     assert isinstance(obj, dict)
     meta = {k: v for k, v in obj["metadata"].items() if k not in _DROPPED_AT_THE_BOUNDARY}

@@ -35,31 +35,6 @@ from pydantic.alias_generators import to_camel
 from devplace import errors
 from devplace.api import _names as names
 
-SERVER_OWNED_METADATA = (
-    "resourceVersion",
-    "uid",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "selfLink",
-    "managedFields",
-)
-"""Metadata only the server writes; a client's body never sets it (the one list: API boundary, store, CLI apply).
-
-- `api.manifests.validated`, the boundary every client write passes, drops all of it except `resourceVersion`,
-  which an update carries as its compare-and-swap precondition (never as the value stored).
-- The store stamps `resourceVersion`, `uid`, `generation` and `creationTimestamp` on every write (an update keeps the
-  stored identity) and never stores `deletionTimestamp`, `deletionGracePeriodSeconds` or `selfLink` from a caller:
-  devplace has no graceful deletion, so an object is never born "being deleted", and an update keeps the stored
-  value (none). `selfLink` went out of Kubernetes in 1.20.
-- `managedFields` is the API server's field manager's (server-side apply): it computes them after the boundary and
-  hands them to the store, which passes them through. A client may write them as Kubernetes allows (an empty list
-  resets them; kubectl moves client-side apply's fields so): the field manager reads them from the body before this
-  boundary drops them (`kubeapi.managedfields`).
-- The CLI's apply plan (`api.applies`) writes none of it from a manifest and keeps the stored values on update.
-"""
-
 
 class Model(BaseModel):
     """Base of every wire model: camelCase on the wire, snake_case in Python, unknown fields refused."""

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Any, Literal
-
-from pydantic import GetCoreSchemaHandler
-from pydantic_core import core_schema
+from typing import TYPE_CHECKING, Any, Literal
 
 from devplace import errors
+
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler
+    from pydantic_core import core_schema
 
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
 
@@ -289,7 +290,10 @@ class Quantity:
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
-        """As a pydantic field: accepts a Quantity, a string or an integer; serialises to the canonical string."""
+        """As a pydantic field: accepts a Quantity, a string or an integer; serialises to the canonical string.
+        (pydantic_core imported here: a process that parses quantities without models does not load it.)"""
+        from pydantic_core import core_schema
+
         return core_schema.no_info_plain_validator_function(
             cls._coerce,
             json_schema_input_schema=core_schema.union_schema([core_schema.str_schema(), core_schema.int_schema()]),

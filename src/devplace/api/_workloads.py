@@ -11,8 +11,6 @@ readers look in `data` first and then in `stringData`.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -20,19 +18,10 @@ from pydantic import ConfigDict, Field
 
 from devplace import errors
 from devplace.api._dra import pod_claim_problems
+from devplace.api._encodings import decode_base64
 from devplace.api._meta import Resource
 from devplace.api._quantity import Quantity
 from devplace.api._registry import register
-
-
-def decode_base64(text: str) -> bytes:
-    """The bytes of a Kubernetes base64 value (standard alphabet, padded); `ValueError` saying why otherwise."""
-    if not text.isascii():
-        raise ValueError("must be base64 (standard alphabet, padded): non-ASCII character")
-    try:
-        return base64.b64decode(text, validate=True)
-    except binascii.Error as e:
-        raise ValueError(f"must be base64 (standard alphabet, padded): {e}") from None
 
 
 def _base64_problems(path: str, values: Mapping[str, str] | None) -> Iterator[errors.FieldError]:

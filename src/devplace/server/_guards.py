@@ -105,15 +105,13 @@ class AccessGuard:
 async def referenced_sources(store: Store) -> frozenset[authz.Source]:
     """Every ConfigMap and Secret some Configuration's discoveryProperties name, by the agent's own rule."""
     from devplace.agent import references
-    from devplace.api import Configuration
 
     found: set[authz.Source] = set()
     for obj in (await store.list("Configuration")).items:
         try:
-            model = Configuration.from_obj(obj)
+            found |= references(obj)
         except errors.Invalid:
             continue
-        found |= references(model.spec.discovery_handler.discovery_properties)
     return frozenset(found)
 
 
