@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from devplace.api import _devices as devices
+from devplace.api import resource_name
 from devplace.sim import Fleet
 
 __all__ = [
@@ -69,7 +69,7 @@ def cl_holder_node(holder: str) -> str | None:
 
 def il(fleet: Fleet, instance: dict[str, Any]) -> str:
     """The Instance-level resource name of an Instance."""
-    return devices.resource_name(instance["apiVersion"], instance["metadata"]["name"], fleet.resource_prefix)
+    return resource_name(instance["apiVersion"], instance["metadata"]["name"], fleet.resource_prefix)
 
 
 BROKER: dict[str, Any] = {

@@ -5,7 +5,7 @@ Pure: given an Instance's usage map and a request, decide. No I/O, no clocks, no
 on `Conflict` they re-read and call it again, so every rule holds on the freshest state.
 
 Holders travel as strings in `Instance.spec.deviceUsage` and are parsed once, at the agent's boundary, into typed
-values by the slot rules of `devplace.api._devices` (the one definition, which the API server enforces too):
+values by the slot rules of `devplace.api._holders` (the one definition, which the API server enforces too):
 
 | wire                 | holder          | meaning                                                   |
 |----------------------|-----------------|-----------------------------------------------------------|
