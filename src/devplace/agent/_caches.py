@@ -52,7 +52,7 @@ class PodInfo:
 
 @dataclass(frozen=True)
 class ConfiguredEntry:
-    """A Configuration as the agent caches it: the parsed model and the wire object it came from."""
+    """A Configuration as the agent caches it: what the agent reads of it (`ConfigurationView`) and the wire object."""
 
     obj: dict[str, Any]
     model: ConfigurationView

@@ -13,7 +13,7 @@ Plain so that the node agent's process loads neither pydantic nor the models (is
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,33 +127,23 @@ class ConfigurationView:
 def check_instance(obj: Mapping[str, Any]) -> None:
     """Check the fields the agent reads of a stored Instance, all but `spec.deviceUsage` (`slots.Usage.read` reads
     whatever it holds); `errors.Invalid` naming the first bad one."""
-    problem = next(instance_problems(obj), None)
-    if problem is not None:
-        raise errors.Invalid(f"{problem.path}: {problem.reason}", [problem])
-
-
-def instance_problems(obj: Mapping[str, Any]) -> Iterator[errors.FieldError]:
-    """Every problem `check_instance` would name, the first one first."""
-    try:
-        _metadata(_mapping(obj, "metadata", "metadata"))
-        spec = _mapping(obj, "spec", "spec")
-        for key in sorted(spec):
-            if key not in INSTANCE_SPEC_FIELDS:
-                raise errors.Invalid.field(f"spec.{key}", "unknown field (not in Akri's Instance CRD)")
-        _str(spec, "configurationName", "spec.configurationName")
-        _capacity(spec, "spec.capacity")
-        _bool(spec, "shared", "spec.shared", default=False)
-        nodes = spec.get("nodes", [])
-        if not isinstance(nodes, list):
-            raise errors.Invalid.field("spec.nodes", f"a list of node names, not {_type(nodes)}")
-        for i, node in enumerate(nodes):
-            if not isinstance(node, str):
-                raise errors.Invalid.field(f"spec.nodes[{i}]", f"a node name, not {_type(node)}")
-        _strings(spec, "brokerProperties", "spec.brokerProperties")
-        if spec.get("cdiName") is not None:
-            _str(spec, "cdiName", "spec.cdiName", empty=True)
-    except errors.Invalid as e:
-        yield from e.fields
+    _metadata(_mapping(obj, "metadata", "metadata"))
+    spec = _mapping(obj, "spec", "spec")
+    for key in sorted(spec):
+        if key not in INSTANCE_SPEC_FIELDS:
+            raise errors.Invalid.field(f"spec.{key}", "unknown field (not in Akri's Instance CRD)")
+    _str(spec, "configurationName", "spec.configurationName")
+    _capacity(spec, "spec.capacity")
+    _bool(spec, "shared", "spec.shared", default=False)
+    nodes = spec.get("nodes", [])
+    if not isinstance(nodes, list):
+        raise errors.Invalid.field("spec.nodes", f"a list of node names, not {_type(nodes)}")
+    for i, node in enumerate(nodes):
+        if not isinstance(node, str):
+            raise errors.Invalid.field(f"spec.nodes[{i}]", f"a node name, not {_type(node)}")
+    _strings(spec, "brokerProperties", "spec.brokerProperties")
+    if spec.get("cdiName") is not None:
+        _str(spec, "cdiName", "spec.cdiName", empty=True)
 
 
 # -- fields --------------------------------------------------------------------------------------------------------

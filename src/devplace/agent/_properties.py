@@ -49,7 +49,7 @@ def _reference(prop: Property) -> tuple[str, str, KeyRef] | None:
         return "Secret", "secretKeyRef", source.secret_key_ref
     if source.config_map_key_ref is not None:
         return "ConfigMap", "configMapKeyRef", source.config_map_key_ref
-    return None  # the model refuses a valueFrom with neither; a plain value is the safe reading
+    return None  # the parse refuses a valueFrom with neither; a plain value is the safe reading
 
 
 def references(configuration: Mapping[str, Any]) -> frozenset[Source]:
