@@ -414,3 +414,23 @@ def test_a_kind_is_known_in_a_process_that_never_loaded_its_model() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert json.loads(done.stdout) == ["Pod", True, False, False]
+
+
+def test_the_api_faces_lazy_map_is_exactly_its_static_imports() -> None:
+    """`_WHERE` (what `from devplace.api import X` loads) and the imports type checkers read name each X in the same
+    module, and `__all__` promises exactly those names."""
+    import ast
+    import inspect
+
+    import devplace.api as face
+
+    tree = ast.parse(inspect.getsource(face))
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    static = {
+        alias.asname or alias.name: node.module
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert static == face._WHERE
+    assert set(face.__all__) == set(static)

@@ -5,9 +5,9 @@ agent`, `python -m devplace.cli agent`: `_app.main`), it then replaces itself (e
 environment) with `python -m devplace.cli._agentruns`, handing the checked options over in `$DEVPLACE_AGENT_RUN`
 (JSON, `AgentRun`), which the new image takes out of `os.environ` (its children do not inherit it). The agent so
 runs for its whole life in a process that never built typer's option parsers (typer 0.29 builds a pydantic
-TypeAdapter for each of the command's thirty options) nor loaded the other commands: 3 MiB less resident memory
-for every node's agent (`bench/footprint.py`, an idle agent with three devices: 63.0 MiB parsed in place, 60.0 MiB
-re-executed).
+TypeAdapter for each of the command's thirty options) nor loaded the other commands, and that imports nothing that
+loads pydantic (`devplace.api`'s plain modules, the agent's own parse of what it reads: `agent._configurations`).
+`bench/footprint.py`, an idle agent with three devices: 62.7-62.8 MiB parsed in place, 46.5-46.6 MiB re-executed.
 
 Interpreter options (`-X`, `-W`) are not carried over; the environment is. Called from Python (tests through
 typer's CliRunner), the command runs the agent in the calling process (`serve_agent`) and nothing is executed.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -33,8 +32,6 @@ from devplace.cli._logs import announce, configure_logging
 from devplace.cli._probes import Health, maybe_open
 from devplace.cli._serves import serve
 from devplace.clocks import SystemClock
-
-log = logging.getLogger(__name__)
 
 RUN_VARIABLE = "DEVPLACE_AGENT_RUN"
 
