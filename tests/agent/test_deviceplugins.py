@@ -251,14 +251,56 @@ async def test_a_cl_plugin_recomputes_only_the_part_of_the_instance_that_changed
 
     before = plugin.devices()
     assert before == fresh()
-    kept = {name: plugin._parts[name][3] for name in names}
+    kept = {name: plugin._parts[name].states for name in names}
     stored = await memory_store.get("Instance", names[1], "default")
     stored["spec"]["deviceUsage"] = {f"{names[1]}-0": "C:cams-a19705-0:node-b", f"{names[1]}-1": ""}
     cache.instances.record(await memory_store.update(stored))
     after = plugin.devices()
     assert after == fresh()
     assert after != before  # one slot of the second Instance is held by another node now: one vdev less Healthy
-    assert [plugin._parts[name][3] is kept[name] for name in names] == [True, False, True]
+    assert [plugin._parts[name].states is kept[name] for name in names] == [True, False, True]
+
+
+def _wire(devices: Iterable[slots.DeviceHealth]) -> bytes:
+    entries = [api_pb2.Device(ID=d.id, health="Healthy" if d.healthy else "Unhealthy") for d in devices]
+    return api_pb2.ListAndWatchResponse(devices=entries).SerializeToString()
+
+
+async def test_the_lists_a_plugin_sends_are_its_devices_in_wire_form(memory_store: MemoryStore) -> None:
+    """ListAndWatch sends `encoded_devices()` as it is: it must be the ListAndWatchResponse of `devices()`, for the IL
+    and the CL plugin, before and after a change, with a sick device and with slots that break the rules."""
+    names = ["cams-8120fe", "cams-a19705"]
+    for name in names:
+        await memory_store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
+    cache = NodeCache(memory_store, "node-a", Supervisor("test"))
+    cache.configurations.replace(
+        [
+            {
+                **configuration(capacity=2, unique=False),
+                "metadata": {"name": "cams", "namespace": "default", "resourceVersion": "1"},
+            }
+        ],
+        1,
+    )
+    listing = await memory_store.list("Instance")
+    cache.instances.replace(listing.items, listing.revision)
+    host = _Host(cache)
+    il = plugins.InstancePlugin(host, "default", names[1], "devplace.io/cams-a19705")
+    cl = plugins.ConfigurationPlugin(host, "default", "cams", "devplace.io/cams")
+    usages: list[dict[str, Any]] = [
+        {f"{names[1]}-0": "C:cams-a19705-0:node-b", f"{names[1]}-1": "node-a"},
+        {f"{names[1]}-0": "node-b", f"{names[1]}-1": "", f"{names[1]}-2": "node-a", "stray": ""},  # retiring, unnamed
+        {f"{names[1]}-0": "C::node-a", f"{names[1]}-1": ""},  # an unreadable holder
+    ]
+    for i, usage in enumerate([None, *usages, usages[0]]):
+        if usage is not None:
+            stored = await memory_store.get("Instance", names[1], "default")
+            stored["spec"]["deviceUsage"] = usage
+            stored["spec"]["brokerProperties"] = {"devplace.io/health": "Unhealthy"} if i == 4 else {}
+            cache.instances.record(await memory_store.update(stored))
+        for plugin in (il, cl):
+            assert plugin.encoded_devices() == _wire(plugin.devices())
+            assert api_pb2.ListAndWatchResponse.FromString(plugin.encoded_devices()).devices  # never an empty list here
 
 
 @pytest.mark.parametrize(("dra", "preferred"), [(True, "-0"), (False, "-1")])

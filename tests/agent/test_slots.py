@@ -695,3 +695,91 @@ def test_claim_dra_refuses_a_slot_someone_else_holds_naming_the_holder(
 def test_claim_dra_refuses_an_instance_this_node_no_longer_sees() -> None:
     usage = Usage.read(INST, 1, {f"{INST}-0": ""})
     assert slots.claim_dra(usage, [], 1, DRA_A, False) == Refusal(f"{INST} is no longer visible from node-a")
+
+
+# -- counting incrementally -----------------------------------------------------------------------------------
+
+_slot_names = st.sampled_from([f"{INST}-0", f"{INST}-1", f"{INST}-2", f"{INST}-3", f"{INST}-01", "other-0"])
+_wire_holders = st.sampled_from(["", "", "node-a", "node-b", "C:v:node-a", "D:ns/c:node-b", "C::node-a", "Bad!"])
+_wire_usages = st.dictionaries(_slot_names, _wire_holders, max_size=5)
+
+
+def _il_reference(u: Usage, node: str, device_healthy: bool) -> list[tuple[str, bool]]:
+    """The IL rule as DESIGN.md section 4 states it, slot by slot: named slots only; Healthy iff the device is and
+    the slot is this node's IL hold or claimable."""
+    return [
+        (slot, device_healthy and (holder == IL(node) or u.claimable(slot)))
+        for slot, holder in u.holders.items()
+        if u.index(slot) is not None
+    ]
+
+
+@given(_wire_usages, st.integers(1, 4), st.booleans())
+def test_il_states_follow_the_il_rule_slot_by_slot(wire: dict[str, str], capacity: int, device_healthy: bool) -> None:
+    u = Usage.read(INST, capacity, wire)
+    assert slots.il_states(u, "node-a", device_healthy) == _il_reference(u, "node-a", device_healthy)
+    assert [(d.id, d.healthy) for d in slots.il_health(u, "node-a", device_healthy)] == _il_reference(
+        u, "node-a", device_healthy
+    )
+
+
+def test_il_states_of_an_exact_usage_without_room_offer_only_this_nodes_slots() -> None:
+    u = usage(IL("node-a"), FREE, IL("node-b"), capacity=3)
+    assert u.exact
+    assert slots.il_states(u, "node-a") == [(f"{INST}-0", True), (f"{INST}-1", True), (f"{INST}-2", False)]
+    full = Usage.read(INST, 2, {f"{INST}-0": "node-a", f"{INST}-1": "", f"{INST}-2": "node-b"})  # a retiring slot
+    assert not full.exact
+    assert slots.il_states(full, "node-a") == [(f"{INST}-0", True), (f"{INST}-1", False), (f"{INST}-2", False)]
+
+
+def _counts(u: Usage) -> tuple[object, ...]:
+    return (list(u.holders.items()), u.held, u.exact, u.unreadable, u.free_claimable())
+
+
+@given(_wire_usages, st.dictionaries(_slot_names, _wire_holders, max_size=3), st.integers(1, 4), st.booleans())
+def test_a_usage_read_again_counts_what_a_usage_read_afresh_counts(
+    before: dict[str, str], changes: dict[str, str], capacity: int, counted_first: bool
+) -> None:
+    """`reread` and `with_holders` carry `held`, `exact` and `unreadable` over from the usage they start from and
+    correct them for the changed slots; what they give must count exactly as a usage read from the wire."""
+    old = Usage.read(INST, capacity, before)
+    if counted_first:
+        _counts(old)  # computes the cached counts, which the successor then carries over
+    after = {**before, **{slot: raw for slot, raw in changes.items() if slot in before}}
+    assert _counts(old.reread(after, before)) == _counts(Usage.read(INST, capacity, after))
+    parsed = Usage.read(INST, capacity, after).holders
+    moved = old.with_holders({slot: parsed[slot] for slot in changes if slot in before})
+    assert _counts(moved) == _counts(Usage.read(INST, capacity, after))
+
+
+def _cl_reference(u: Usage, node: str, unique: bool, sick: bool) -> list[tuple[str, bool]]:
+    """The CL rule as the slots module's docstring states it, vdev by vdev (claimable slots counted one by one)."""
+    free = len(u.free_claimable())
+    held = {h.vdev for h in u.holders.values() if isinstance(h, CL) and h.node == node}
+    if unique:
+        return [(u.instance, not sick and (u.instance in held or free > 0))]
+    names = [slots.slot_name(u.instance, i) for i in range(u.capacity)]
+    names += sorted(v for v in held if v not in names and slots.vdev_instance(v, [u.instance]))
+    out = []
+    for name in names:
+        healthy = name in held or free > 0
+        if healthy and name not in held:
+            free -= 1
+        out.append((name, healthy and not sick))
+    return out
+
+
+_cl_wire = st.sampled_from(
+    ["", "", "node-a", "C:x:node-a", f"C:{INST}-1:node-a", f"C:{INST}-5:node-a", "C:y:node-b", "Bad!"]
+)
+
+
+@given(st.dictionaries(_slot_names, _cl_wire, max_size=5), st.integers(1, 4), st.booleans(), st.booleans())
+def test_cl_states_follow_the_cl_rule_vdev_by_vdev(
+    wire: dict[str, str], capacity: int, unique: bool, sick: bool
+) -> None:
+    u = Usage.read(INST, capacity, wire)
+    assert slots.cl_states_of(u, "node-a", unique, sick) == _cl_reference(u, "node-a", unique, sick)
+    assert [(d.id, d.healthy, d.instance) for d in slots.cl_health_of(u, "node-a", unique, sick)] == [
+        (vdev, healthy, INST) for vdev, healthy in _cl_reference(u, "node-a", unique, sick)
+    ]

@@ -40,6 +40,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc.aio
@@ -261,9 +262,11 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             pre_start_required=False, get_preferred_allocation_available=self.preferred_allocation
         )
 
-    async def ListAndWatch(
+    async def ListAndWatch(  # type: ignore[override]  # the servicer yields wire form (its registration says so)
         self, request: api_pb2.Empty, context: Context
-    ) -> AsyncIterator[api_pb2.ListAndWatchResponse]:
+    ) -> AsyncIterator[bytes]:
+        """The stream of device lists, each a ListAndWatchResponse in wire form: the server sends the bytes as they
+        are (`servers.method_handlers`), so a send is neither parsed into a message nor serialized again."""
         self._stream_ids += 1
         stream = self._stream_ids
         self._sent(stream, -1)
@@ -272,28 +275,32 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
             while not self._closed:
                 wake = self._signal.current()
                 generation = self._generation
-                current = b"".join([self._encoded(d) for d in self.devices()])
+                current = self.encoded_devices()
                 if current != last or self._forced > self._streams[stream]:
                     last = current
-                    yield api_pb2.ListAndWatchResponse.FromString(current)
+                    yield current
                 self._sent(stream, generation)
                 if generation == self._generation:
                     await wake.wait()
         finally:
             self._sent(stream, None)
 
-    def _encoded(self, device: slots.DeviceHealth) -> bytes:
+    def encoded_devices(self) -> bytes:
+        """`devices()` as a ListAndWatchResponse in wire form."""
+        return b"".join([self._encoded(d.id, d.healthy) for d in self.devices()])
+
+    def _encoded(self, device: str, healthy: bool) -> bytes:
         """An entry as one `devices` element of a ListAndWatchResponse in wire form, made once per (id, health).
 
         A response is the concatenation of its elements' encodings (protobuf's rule for a repeated field), so a
-        send joins cached bytes and parses them once (a tenth of building a hundred `Device` messages field by
-        field), and two lists compare as bytes."""
-        key = (device.id, device.healthy)
+        send joins cached bytes (a tenth of building a hundred `Device` messages field by field), and two lists
+        compare as bytes."""
+        key = (device, healthy)
         found = self._messages.get(key)
         if found is None:
             if len(self._messages) > _MESSAGES:
                 self._messages.clear()
-            entry = api_pb2.Device(ID=device.id, health=HEALTHY if device.healthy else UNHEALTHY)
+            entry = api_pb2.Device(ID=device, health=HEALTHY if healthy else UNHEALTHY)
             found = self._messages[key] = api_pb2.ListAndWatchResponse(devices=[entry]).SerializeToString()
         return found
 
@@ -473,13 +480,25 @@ class InstancePlugin(DevicePlugin):
         return chosen
 
     def devices(self) -> list[slots.DeviceHealth]:
+        record = self._record()
+        if record is None:
+            return []
+        return slots.il_health(record.usage, self.host.node, device_healthy(record.broker_properties))
+
+    def encoded_devices(self) -> bytes:
+        """`slots.il_states` in wire form: sent on every change of the Instance, so made from the usage directly."""
+        record = self._record()
+        if record is None:
+            return b""
+        states = slots.il_states(record.usage, self.host.node, device_healthy(record.broker_properties))
+        return b"".join([self._encoded(slot, healthy) for slot, healthy in states])
+
+    def _record(self) -> InstanceRecord | None:
         record = self.host.cache.instance(self.namespace, self.name)
         fresh, self._fresh = self._fresh, None
         if fresh is not None and (record is None or fresh.resource_version > record.resource_version):
             record = fresh
-        if record is None:
-            return []
-        return slots.il_health(record.usage, self.host.node, device_healthy(record.broker_properties))
+        return record
 
     async def claim_container(self, ids: Sequence[str]) -> tuple[list[tuple[InstanceRecord, str]], list[Undo]]:
         node = self.host.node
@@ -489,6 +508,19 @@ class InstancePlugin(DevicePlugin):
         return [(record, slot) for slot in claim.slots], undo
 
 
+@dataclass(eq=False, slots=True)
+class _Part:
+    """One Instance's part of a ConfigurationPlugin's list, kept while the Instance's usage and health stay."""
+
+    usage: slots.Usage
+    unique: bool
+    sick: bool
+    states: list[tuple[str, bool]]
+    """(vdev, healthy), as `slots.cl_states_of` gives them."""
+    wire: bytes | None = None
+    """The part in wire form, once a send made it."""
+
+
 class ConfigurationPlugin(DevicePlugin):
     """CL plugin: resource `<prefix>/<configuration>`, virtual devices over the Configuration's visible Instances."""
 
@@ -496,31 +528,43 @@ class ConfigurationPlugin(DevicePlugin):
 
     def __init__(self, host: PluginHost, namespace: str, configuration: str, resource: str) -> None:
         super().__init__(host, namespace, configuration, resource)
-        self._parts: dict[str, tuple[slots.Usage, bool, bool, list[slots.DeviceHealth]]] = {}
+        self._parts: dict[str, _Part] = {}
 
     def _unique(self) -> bool:
         cfg = self.host.cache.configuration(self.namespace, self.name)
         return True if cfg is None else cfg.spec.unique_devices
 
     def devices(self) -> list[slots.DeviceHealth]:
-        """`slots.cl_health` over the visible Instances, each Instance's part kept while its usage (a value the
-        cache replaces only when the Instance's deviceUsage changes) and its health are the same: a claim
+        return [
+            slots.DeviceHealth(vdev, healthy, part.usage.instance)
+            for part in self._current_parts()
+            for vdev, healthy in part.states
+        ]
+
+    def encoded_devices(self) -> bytes:
+        """The parts' wire forms joined: each Instance's part is encoded once while it is kept."""
+        out: list[bytes] = []
+        for part in self._current_parts():
+            if part.wire is None:
+                part.wire = b"".join([self._encoded(vdev, healthy) for vdev, healthy in part.states])
+            out.append(part.wire)
+        return b"".join(out)
+
+    def _current_parts(self) -> list[_Part]:
+        """`slots.cl_health` over the visible Instances by part, each Instance's part kept while its usage (a value
+        the cache replaces only when the Instance's deviceUsage changes) and its health are the same: a claim
         recomputes one Instance's part, not the Configuration's."""
         visible = self.host.cache.visible(self.namespace, self.name)
         node, unique = self.host.node, self._unique()
-        parts: dict[str, tuple[slots.Usage, bool, bool, list[slots.DeviceHealth]]] = {}
-        out: list[slots.DeviceHealth] = []
+        parts: dict[str, _Part] = {}
         for record in sorted(visible, key=lambda r: r.name):
             sick = not device_healthy(record.broker_properties)
             kept = self._parts.get(record.name)
-            if kept is not None and kept[0] is record.usage and kept[1:3] == (unique, sick):
-                part = kept[3]
-            else:
-                part = slots.cl_health_of(record.usage, node, unique, sick)
-            parts[record.name] = (record.usage, unique, sick, part)
-            out.extend(part)
+            if kept is None or kept.usage is not record.usage or kept.unique != unique or kept.sick != sick:
+                kept = _Part(record.usage, unique, sick, slots.cl_states_of(record.usage, node, unique, sick))
+            parts[record.name] = kept
         self._parts = parts
-        return out
+        return list(parts.values())
 
     def prefer(self, available: list[str], must_include: list[str], size: int) -> list[str]:
         cfg = self.host.cache.configuration(self.namespace, self.name)

@@ -131,7 +131,9 @@ class InstanceRecord:
         differs from it only in `spec.deviceUsage` and `metadata.resourceVersion` is not checked again (the check
         leaves the usage out, and `previous` was checked, or built from checked objects).
         """
-        if validate and not (previous is not None and _checked_before(obj, previous.obj)):
+        if previous is not None and _checked_before(obj, previous.obj):
+            return previous._successor(obj)
+        if validate:
             check_instance(obj)
         meta = obj["metadata"]
         spec = obj["spec"]
@@ -166,13 +168,23 @@ class InstanceRecord:
             resource_version=int(meta.get("resourceVersion") or 0),
         )
 
+    def _successor(self, obj: Mapping[str, Any]) -> InstanceRecord:
+        """The record of `obj`, which equals this record's object but for `spec.deviceUsage` and the write stamps
+        (`_checked_before`): every field but the usage and the resourceVersion is this record's (a watch event of a
+        claim or a release; the usage read again only where a holder changed)."""
+        spec = obj["spec"]
+        old_usage = self.obj["spec"].get("deviceUsage") or {}
+        wire_usage = spec.get("deviceUsage") or {}
+        usage = self.usage if old_usage == wire_usage else self.usage.reread(wire_usage, old_usage)
+        return self.with_usage(obj if isinstance(obj, dict) else dict(obj), usage)
+
     def with_usage(self, stored: dict[str, Any], usage: slots.Usage) -> InstanceRecord:
         """The record of `stored`, this agent's write of exactly this record's object with `usage` as deviceUsage
         (nothing else changed, so nothing else is parsed again)."""
         # a field-for-field copy: what `dataclasses.replace` does, minus its per-field checks (Allocate's path)
         record: InstanceRecord = object.__new__(InstanceRecord)
         record.__dict__.update(
-            self.__dict__, obj=stored, usage=usage, resource_version=int(stored["metadata"]["resourceVersion"])
+            self.__dict__, obj=stored, usage=usage, resource_version=int(stored["metadata"].get("resourceVersion") or 0)
         )
         return record
 

@@ -63,14 +63,27 @@ def held_by_node(
     out: dict[DeviceKey, HeldSlot] = {}
     for record in records:
         for slot, holder in record.usage.holders.items():
-            if isinstance(holder, IL) and holder.node == node:
+            if type(holder) is IL:
+                if holder.node != node:
+                    continue
                 key = (resource_of(record, record.name, prefix, versions), slot)
-            elif isinstance(holder, CL) and holder.node == node:
+            elif type(holder) is CL:
+                if holder.node != node:
+                    continue
                 key = (resource_of(record, record.configuration, prefix, versions), holder.vdev)
             else:
-                continue
+                continue  # free, DRA's or unreadable
             out[key] = HeldSlot(record.namespace, record.name, slot, holder, key)
     return out
+
+
+def holds_any(records: Iterable[InstanceRecord], node: str) -> bool:
+    """Whether `node` holds any slot of `records` through a device plugin (`held_by_node` is not empty)."""
+    for record in records:
+        for holder in record.usage.holders.values():
+            if (type(holder) is IL or type(holder) is CL) and holder.node == node:
+                return True
+    return False
 
 
 def absences(

@@ -220,7 +220,7 @@ class Releaser:
         and does not ask the kubelet: an idle agent's pass costs no gRPC call (an isolated one costs the agent about
         a millisecond of CPU: `bench/footprint.py`'s idle agent, looking every 0.1 s, spent 10-16 ms a second on
         them)."""
-        if not self._held():
+        if not releases.holds_any(self.cache.instances.values(), self.node):
             self._absent_since = {}
             self._alloc_at.clear()
             self._alloc_seq.clear()

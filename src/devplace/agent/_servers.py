@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 from pathlib import Path
+from typing import Any, cast
 
 import grpc
 import grpc.aio
@@ -53,6 +54,35 @@ def socket_identity(path: Path) -> tuple[int, int] | None:
     return (st.st_ino, st.st_ctime_ns)
 
 
+class _Registrations:
+    """Takes what a generated `add_*Servicer_to_server` registers, so it can be changed before a server has it."""
+
+    def __init__(self) -> None:
+        self.service = ""
+        self.handlers: dict[str, Any] = {}  # grpc.RpcMethodHandler, a named tuple
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        """The generated code's other registration; the handlers come from `add_registered_method_handlers`."""
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        self.service, self.handlers = service, dict(handlers)
+
+
+def _as_sent(wire: bytes) -> bytes:
+    return wire
+
+
+def add_plugin_to_server(plugin: DevicePlugin, server: Any) -> None:
+    """Register `plugin` as the generated code does, but for ListAndWatch's responses, which the plugin yields in wire
+    form (`DevicePlugin.ListAndWatch`): they are sent as they are."""
+    made = _Registrations()
+    api_pb2_grpc.add_DevicePluginServicer_to_server(plugin, cast(grpc.aio.Server, made))  # it calls the two above
+    handlers = dict(made.handlers)
+    handlers["ListAndWatch"] = handlers["ListAndWatch"]._replace(response_serializer=_as_sent)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(made.service, handlers),))
+    server.add_registered_method_handlers(made.service, handlers)
+
+
 class PluginServer:
     """Serves one `DevicePlugin` on `<directory>/<endpoint>` and registers it with the kubelet."""
 
@@ -75,7 +105,7 @@ class PluginServer:
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
         server = self.transport.server()
-        api_pb2_grpc.add_DevicePluginServicer_to_server(self.plugin, server)
+        add_plugin_to_server(self.plugin, server)
         server.add_insecure_port(f"unix://{self.socket_path}")
         await server.start()
         self._server = server

@@ -104,11 +104,7 @@ class Usage:
     """How many slots are held (counted once: `holders` never changes)."""
 
     def __post_init__(self) -> None:
-        held = sum(
-            1
-            for slot, h in self.holders.items()
-            if isinstance(h, IL | CL | DRA) and slot_index(self.instance, slot) is not None
-        )
+        held = sum(1 for slot, h in self.holders.items() if _counted(h) and slot_index(self.instance, slot) is not None)
         object.__setattr__(self, "held", held)
 
     @classmethod
@@ -143,6 +139,7 @@ class Usage:
         ):
             return Usage.read(self.instance, self.capacity, device_usage)
         holders: dict[str, Holder] = {}
+        changed: list[tuple[str, Holder, Holder]] = []
         for slot, held in self.holders.items():
             raw = device_usage[slot]
             if raw == before[slot]:
@@ -152,7 +149,30 @@ class Usage:
                 holders[slot] = parse_holder(raw)
             except errors.Invalid:
                 holders[slot] = Unknown(raw)
-        return Usage(self.instance, self.capacity, holders)
+            changed.append((slot, held, holders[slot]))
+        return self._successor(holders, changed)
+
+    def _successor(self, holders: dict[str, Holder], changed: Iterable[tuple[str, Holder, Holder]]) -> Usage:
+        """The Usage of `holders`: these slots, in this order, where only `changed` (slot, old holder, new holder)
+        differs from this one. What this one counted is carried over and corrected for the changed slots alone (a
+        watch event moves one or two holders of a dozen): `held`, and `unreadable` and `exact` when no changed holder
+        is or was `Unknown` (they depend on the slot names, which are the same, and on which holders are Unknown)."""
+        usage: Usage = object.__new__(Usage)
+        held = self.held
+        carry = True
+        for slot, old, new in changed:
+            if _counted(old) and slot_index(self.instance, slot) is not None:
+                held -= 1
+            if _counted(new) and slot_index(self.instance, slot) is not None:
+                held += 1
+            carry = carry and not isinstance(old, Unknown) and not isinstance(new, Unknown)
+        state = usage.__dict__
+        state.update(instance=self.instance, capacity=self.capacity, holders=holders, held=held)
+        if carry:
+            for name in ("unreadable", "exact"):
+                if name in self.__dict__:  # functools.cached_property keeps a computed value in the instance's dict
+                    state[name] = self.__dict__[name]
+        return usage
 
     def to_wire(self) -> dict[str, Any]:
         return {slot: format_holder(holder) for slot, holder in self.holders.items()}
@@ -202,7 +222,14 @@ class Usage:
                 reorder = reorder or slot not in holders
                 holders[slot] = holder
         # changing who holds an existing slot keeps the order; only a new slot needs its place found
-        return Usage(self.instance, self.capacity, _ordered(self.instance, holders) if reorder else holders)
+        if reorder or len(holders) != len(self.holders):
+            return Usage(self.instance, self.capacity, _ordered(self.instance, holders) if reorder else holders)
+        return self._successor(holders, [(slot, self.holders[slot], holders[slot]) for slot in changes])
+
+
+def _counted(holder: Holder) -> bool:
+    """Whether a holder takes one of the Instance's `capacity` (on a named slot): IL, CL and DRA holds."""
+    return isinstance(holder, (IL, CL, DRA))
 
 
 def _ordered(instance: str, holders: Mapping[str, Holder]) -> dict[str, Holder]:
@@ -449,9 +476,24 @@ def il_health(usage: Usage, node: str, device_healthy: bool = True) -> list[Devi
     """Instance-level devices: every named slot; Healthy iff claimable or held by this node's IL plugin, and the
     device itself is healthy (its handler's `devplace.io/health`): a sick device's slots are all Unhealthy, so the
     kubelet stops offering them (those held stay held: a running container is not evicted by the kubelet)."""
+    return [DeviceHealth(slot, healthy, usage.instance) for slot, healthy in il_states(usage, node, device_healthy)]
+
+
+def il_states(usage: Usage, node: str, device_healthy: bool = True) -> list[tuple[str, bool]]:
+    """`il_health` as (slot, healthy) pairs: what a ListAndWatch send of the Instance's plugin is made of, on every
+    change of the Instance. An `exact` usage (the common case) needs no per-slot name check: every slot is named
+    and canonical, so a free slot is claimable iff fewer than `capacity` are held."""
+    if not device_healthy:
+        return [(slot, False) for slot in usage.holders if usage.index(slot) is not None]
+    if usage.exact:
+        room = usage.held < usage.capacity
+        return [
+            (slot, (room and type(holder) is Free) or (type(holder) is IL and holder.node == node))
+            for slot, holder in usage.holders.items()
+        ]
     mine = IL(node)
     return [
-        DeviceHealth(slot, device_healthy and (holder == mine or usage.claimable(slot)), usage.instance)
+        (slot, holder == mine or usage.claimable(slot))
         for slot, holder in usage.holders.items()
         if usage.index(slot) is not None  # an unnamed slot is no device (module docstring)
     ]
@@ -476,26 +518,43 @@ def cl_health(
 def cl_health_of(usage: Usage, node: str, unique: bool, sick: bool = False) -> list[DeviceHealth]:
     """One Instance's part of `cl_health` (each Instance's part depends on its usage alone, so a caller may keep
     the parts of the Instances that did not change)."""
-    if sick:
-        return [DeviceHealth(d.id, False, d.instance) for d in cl_health_of(usage, node, unique)]
-    out: list[DeviceHealth] = []
-    free = len(usage.free_claimable())
-    held_vdevs = {h.vdev for h in usage.holders.values() if isinstance(h, CL) and h.node == node}
+    return [DeviceHealth(vdev, healthy, usage.instance) for vdev, healthy in cl_states_of(usage, node, unique, sick)]
+
+
+def cl_states_of(usage: Usage, node: str, unique: bool, sick: bool = False) -> list[tuple[str, bool]]:
+    """`cl_health_of` as (vdev, healthy) pairs: what a ListAndWatch send of the Configuration's plugin is made of, on
+    every change of one of its Instances. Of an `exact` usage every slot is free or held, so the free ones are
+    `capacity - held` without a look at each."""
+    free = usage.capacity - usage.held if usage.exact else len(usage.free_claimable())
+    held_vdevs = {h.vdev for h in usage.holders.values() if type(h) is CL and h.node == node}
     if unique:
         name = usage.instance
-        return [DeviceHealth(name, name in held_vdevs or free > 0, name)]
-    names = [slot_name(usage.instance, i) for i in range(usage.capacity)]
-    names += sorted(v for v in held_vdevs if v not in names and vdev_instance(v, [usage.instance]))
+        return [(name, not sick and (name in held_vdevs or free > 0))]
+    names = _vdev_names(usage.instance, usage.capacity)
+    if held_vdevs:
+        canonical = set(names)
+        names += sorted(v for v in held_vdevs if v not in canonical and vdev_instance(v, [usage.instance]))
+    out: list[tuple[str, bool]] = []
     budget = free
     for name in names:
         if name in held_vdevs:
-            out.append(DeviceHealth(name, True, usage.instance))
+            out.append((name, not sick))
         elif budget > 0:
             budget -= 1
-            out.append(DeviceHealth(name, True, usage.instance))
+            out.append((name, not sick))
         else:
-            out.append(DeviceHealth(name, False, usage.instance))
+            out.append((name, False))
     return out
+
+
+def _vdev_names(instance: str, capacity: int) -> list[str]:
+    """The per-slot vdevs of an Instance, `<instance>-0..capacity-1` (a fresh list, made from a remembered tuple)."""
+    return list(_canonical_names(instance, capacity))
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_names(instance: str, capacity: int) -> tuple[str, ...]:
+    return tuple(slot_name(instance, i) for i in range(capacity))
 
 
 def cl_advertised(usage: Usage, vdev: str, node: str, unique: bool) -> bool:
