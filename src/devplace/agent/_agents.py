@@ -330,8 +330,8 @@ class Agent:
             # agent reconciles them all once (`Reconciler.mark_all`).
             if (was or now) and not _same_lifecycle(old, record):
                 self.reconciler.mark(cfg_key)
-            self.plugins.notify("cl", cfg_key)
-        self.plugins.notify("il", key)
+            self.plugins.notify_change("cl", cfg_key, old, record)
+        self.plugins.notify_change("il", key, old, record)
         if was != now:
             self.reconciler.mark_plugins()
 

@@ -224,6 +224,11 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         if wake:
             self.wake()
 
+    def changed_by(self, old: InstanceRecord | None, new: InstanceRecord | None) -> bool:
+        """Whether an Instance's change from `old` to `new` (the cache's records, None: absent) may change this
+        plugin's list; a change that cannot is not notified (`PluginSet.notify_change`). Subclasses decide."""
+        return True
+
     def wake(self) -> None:
         """Let the open streams send what they have not sent yet."""
         if self._streams:  # with no stream open there is nobody to wake; a new stream reads the state fresh
@@ -444,6 +449,7 @@ class InstancePlugin(DevicePlugin):
         self._fresh: InstanceRecord | None = None
         """The Instance as the store had it when GetPreferredAllocation asked (`refresh_for_preference`), for the
         one `prefer` that follows."""
+        self._kept: tuple[slots.Usage, bool, list[tuple[str, bool]]] | None = None
 
     async def refresh_for_preference(self) -> None:
         """Read the Instance from the store when a DRA claim may hold one of its slots: the scheduler binds a
@@ -490,8 +496,26 @@ class InstancePlugin(DevicePlugin):
         record = self._record()
         if record is None:
             return b""
-        states = slots.il_states(record.usage, self.host.node, device_healthy(record.broker_properties))
+        states = self._states(record)
         return b"".join([self._encoded(slot, healthy) for slot, healthy in states])
+
+    def changed_by(self, old: InstanceRecord | None, new: InstanceRecord | None) -> bool:
+        """Whether the list of `new` differs from the list of `old`: a claim or a release of this node's own slot
+        changes neither (a slot free or held by this node is Healthy either way)."""
+        if old is None or new is None:
+            return True
+        return self._states(old) != self._states(new)
+
+    def _states(self, record: InstanceRecord) -> list[tuple[str, bool]]:
+        """`slots.il_states` of `record`, remembered for the last usage asked (a change's new record is asked by
+        `changed_by`, then again by the send it wakes)."""
+        healthy = device_healthy(record.broker_properties)
+        kept = self._kept
+        if kept is not None and kept[0] is record.usage and kept[1] == healthy:
+            return kept[2]
+        states = slots.il_states(record.usage, self.host.node, healthy)
+        self._kept = (record.usage, healthy, states)
+        return states
 
     def _record(self) -> InstanceRecord | None:
         record = self.host.cache.instance(self.namespace, self.name)
@@ -550,19 +574,43 @@ class ConfigurationPlugin(DevicePlugin):
             out.append(part.wire)
         return b"".join(out)
 
+    def changed_by(self, old: InstanceRecord | None, new: InstanceRecord | None) -> bool:
+        """Whether the change of one Instance changes this list: it joins or leaves the visible Instances of this
+        Configuration, or its part (`slots.cl_states_of`) differs. With `uniqueDevices` (the default) a claim or
+        a release of a slot most often changes nothing: the Instance's one vdev stays Healthy while a slot is free.
+        The new part is kept for the send (if any) that follows."""
+        if old is None or new is None:
+            return True
+        member = self._member(old)
+        if member != self._member(new):
+            return True
+        if not member:
+            return False
+        unique = self._unique()
+        return self._part(old, unique).states != self._part(new, unique).states
+
+    def _member(self, record: InstanceRecord) -> bool:
+        return (
+            record.namespace == self.namespace and record.configuration == self.name and self.host.node in record.nodes
+        )
+
+    def _part(self, record: InstanceRecord, unique: bool) -> _Part:
+        """The Instance's part of the list, kept while its usage, `unique` and its health stay the same."""
+        sick = not device_healthy(record.broker_properties)
+        kept = self._parts.get(record.name)
+        if kept is None or kept.usage is not record.usage or kept.unique != unique or kept.sick != sick:
+            kept = self._parts[record.name] = _Part(
+                record.usage, unique, sick, slots.cl_states_of(record.usage, self.host.node, unique, sick)
+            )
+        return kept
+
     def _current_parts(self) -> list[_Part]:
         """`slots.cl_health` over the visible Instances by part, each Instance's part kept while its usage (a value
         the cache replaces only when the Instance's deviceUsage changes) and its health are the same: a claim
         recomputes one Instance's part, not the Configuration's."""
         visible = self.host.cache.visible(self.namespace, self.name)
-        node, unique = self.host.node, self._unique()
-        parts: dict[str, _Part] = {}
-        for record in sorted(visible, key=lambda r: r.name):
-            sick = not device_healthy(record.broker_properties)
-            kept = self._parts.get(record.name)
-            if kept is None or kept.usage is not record.usage or kept.unique != unique or kept.sick != sick:
-                kept = _Part(record.usage, unique, sick, slots.cl_states_of(record.usage, node, unique, sick))
-            parts[record.name] = kept
+        unique = self._unique()
+        parts = {record.name: self._part(record, unique) for record in sorted(visible, key=lambda r: r.name)}
         self._parts = parts
         return list(parts.values())
 

@@ -140,6 +140,15 @@ class PluginSet:
         else:
             server.plugin.notify(force)
 
+    def notify_change(
+        self, kind: str, key: Key, old: instances.InstanceRecord | None, new: instances.InstanceRecord | None
+    ) -> None:
+        """`notify`, for an Instance's change from `old` to `new`, unless the plugin's list cannot change by it
+        (`DevicePlugin.changed_by`): its streams are not woken for nothing."""
+        server = self.servers.get((kind, *key))
+        if server is not None and server.plugin.changed_by(old, new):
+            self.notify(kind, key)
+
     def release_held(self) -> None:
         wakes, self._held_wakes = self._held_wakes, set()
         for key in wakes:
