@@ -42,6 +42,7 @@ RUN = AgentRun(
     log_format="json",
     metrics_port=None,
     metrics_address="127.0.0.1",
+    event_loop="uvloop",
 )
 
 
@@ -64,6 +65,7 @@ def test_an_integer_where_seconds_are_asked_is_taken_as_seconds() -> None:
         ({"metrics_port": True}, "DEVPLACE_AGENT_RUN.metrics_port: True is not a int | None"),
         ({"release_grace": "5"}, "DEVPLACE_AGENT_RUN.release_grace: '5' is not a float"),
         ({"device_paths": "all"}, "DEVPLACE_AGENT_RUN.device_paths: 'all' is not a DevicePaths"),
+        ({"event_loop": "trio"}, "DEVPLACE_AGENT_RUN.event_loop: 'trio' is not a EventLoop"),
         ({"colour": "blue"}, "DEVPLACE_AGENT_RUN.colour: unknown field"),
     ],
 )
@@ -120,16 +122,23 @@ def _cmdline(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
 
 
+def _uvloop_mapped(pid: int) -> bool:
+    """Whether uvloop's extension module is mapped into the process (it is imported only to run on its loop)."""
+    return any("/uvloop/loop." in line for line in Path(f"/proc/{pid}/maps").read_text().splitlines())
+
+
+@pytest.mark.parametrize(("flags", "uvloop"), [([], True), (["--event-loop", "asyncio"], False)])
 async def test_devplace_agent_becomes_the_runner_in_its_own_process_and_serves_until_sigterm(
-    sock_dir: Path, tmp_path: Path
+    sock_dir: Path, tmp_path: Path, flags: list[str], uvloop: bool
 ) -> None:
+    """By default on uvloop's event loop; `--event-loop asyncio` keeps the standard library's."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     kubelet = MiniKubelet(sock_dir / "k")
     await kubelet.start()
     log = tmp_path / "agent.log"
     with log.open("wb") as out:
         proc = await asyncio.create_subprocess_exec(
-            *[sys.executable, "-m", "devplace.cli", "agent", "--node", "node-a", "--store", url],
+            *[sys.executable, "-m", "devplace.cli", "agent", "--node", "node-a", "--store", url, *flags],
             *["--kubelet-dir", str(sock_dir / "k"), "--registration-socket", str(sock_dir / "reg.sock")],
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
@@ -143,6 +152,7 @@ async def test_devplace_agent_becomes_the_runner_in_its_own_process_and_serves_u
         await poll_until(serving, "the agent's banner", timeout=60)
         assert _cmdline(proc.pid) == [sys.executable, "-m", "devplace.cli._agentruns"]
         assert (sock_dir / "reg.sock").is_socket()  # the checked options arrived: handlers register here
+        assert _uvloop_mapped(proc.pid) == uvloop
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
         assert "devplace agent: stopped" in log.read_text()

@@ -82,6 +82,7 @@ class Releaser:
         self.refreshing = False
         self._held_refresh = False
         self._channel: grpc.aio.Channel | None = None
+        self._stub: pr_grpc.PodResourcesListerAsyncStub | None = None
 
     # -- events --------------------------------------------------------------------------------------------------
 
@@ -159,9 +160,10 @@ class Releaser:
     async def _list_pod_resources(self) -> dict[PodKey, frozenset[DeviceKey]] | None:
         if socket_identity(self.podresources_socket) is None:
             return None
-        if self._channel is None:
+        if self._channel is None or self._stub is None:
             self._channel = self.transport.channel(f"unix://{self.podresources_socket}")
-        stub = pr_grpc.PodResourcesListerStub(self._channel)
+            self._stub = pr_grpc.PodResourcesListerStub(self._channel)  # made once: a stub makes a callable per method
+        stub = self._stub
         try:
             response = await stub.List(pr_pb2.ListPodResourcesRequest(), timeout=PODRESOURCES_TIMEOUT)
         except grpc.aio.AioRpcError as e:
@@ -181,7 +183,7 @@ class Releaser:
     async def close(self) -> None:
         if self._channel is not None:
             await self._channel.close(None)
-            self._channel = None
+            self._channel = self._stub = None
 
     # -- releases ------------------------------------------------------------------------------------------------
 

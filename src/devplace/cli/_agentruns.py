@@ -22,9 +22,10 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from devplace import errors
 from devplace.api import DEVICE_PATHS, DevicePaths
@@ -34,6 +35,11 @@ from devplace.cli._serves import serve
 from devplace.clocks import SystemClock
 
 RUN_VARIABLE = "DEVPLACE_AGENT_RUN"
+
+EventLoop = Literal["uvloop", "asyncio"]
+"""The event loop the agent's process runs on (`--event-loop`): uvloop (libuv), or the standard library's."""
+
+EVENT_LOOPS: tuple[EventLoop, ...] = ("uvloop", "asyncio")
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class AgentRun:
     log_format: str
     metrics_port: int | None
     metrics_address: str
+    event_loop: EventLoop
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -103,6 +110,8 @@ def _typed(value: Any, annotation: str) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if base == "DevicePaths":
         return value in DEVICE_PATHS
+    if base == "EventLoop":
+        return value in EVENT_LOOPS
     return base == "str" and isinstance(value, str)
 
 
@@ -188,6 +197,20 @@ async def serve_agent(run: AgentRun) -> int:
     )
 
 
+def loop_factory(name: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """What makes the agent process's event loop (None: the standard library's).
+
+    uvloop by default: an agent's work is many small wake-ups (a watch event of every Instance it sees, a
+    ListAndWatch send, a gRPC completion), and uvloop's transports, callbacks and timers cost less of each.
+    `bench/distributed.py` (10 agents, 100 claims/s): 0.426 ms of agent CPU per Instance change on asyncio's loop,
+    0.405 on uvloop's, interleaved on the 2-core machine (2026-11-27)."""
+    if name == "uvloop":
+        import uvloop  # only here: the in-place agent of tests and the other daemons keep asyncio's loop
+
+        return uvloop.new_event_loop
+    return None
+
+
 def _on(flag: bool) -> str:
     return "on" if flag else "off"
 
@@ -204,7 +227,8 @@ def main() -> None:
         sys.exit(2)
     configure_logging(run.log_level, run.log_format)
     try:
-        code = asyncio.run(serve_agent(run))
+        with asyncio.Runner(loop_factory=loop_factory(run.event_loop)) as runner:
+            code = runner.run(serve_agent(run))
     except errors.DevplaceError as e:
         announce(f"error: {e.message}", error=True)
         code = 1

@@ -65,7 +65,7 @@ import typer
 
 from devplace import errors
 from devplace.api import require_dns1123_subdomain
-from devplace.cli._agentruns import AgentRun, reexec, serve_agent
+from devplace.cli._agentruns import AgentRun, EventLoop, reexec, serve_agent
 from devplace.cli._daemons import DevicePathsOption, configure_logging
 from devplace.cli._options import LogFormatOption, LogLevelOption, MetricsAddressOption, MetricsPortOption
 from devplace.cli._resources import StoreOption, fail, is_program, run, store_url
@@ -192,6 +192,14 @@ def agent(
     log_format: LogFormatOption = "text",
     metrics_port: MetricsPortOption = None,
     metrics_address: MetricsAddressOption = "127.0.0.1",
+    event_loop: Annotated[
+        EventLoop,
+        typer.Option(
+            "--event-loop",
+            envvar="DEVPLACE_EVENT_LOOP",
+            help="The event loop of the agent's process: uvloop, or asyncio (the standard library's)",
+        ),
+    ] = "uvloop",
 ) -> None:
     """Run the node agent: discover devices, keep Instances, serve IL/CL device plugins, release slots."""
     url = store_url(ctx, store)
@@ -238,6 +246,7 @@ def agent(
         log_format=log_format,
         metrics_port=metrics_port,
         metrics_address=metrics_address,
+        event_loop=event_loop,
     )
     if is_program(ctx) and sys.executable:
         reexec(spec)  # `_agentruns`: the agent runs on without the CLI application
