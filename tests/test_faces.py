@@ -408,6 +408,7 @@ FACES: dict[str, list[str]] = {
         "sqlite_file",
         "stamp_created",
         "stamp_updated",
+        "takes_patches",
         "write_pool",
     ],
 }
@@ -452,7 +453,7 @@ def test_the_public_surface_is_the_faces_and_the_top_level_modules() -> None:
     """The figure the redesign set out to cut (862 names in `__all__` before it)."""
     promised = sum(len(names) for names in FACES.values())
     promised += sum(len(importlib.import_module(f"devplace.{m}").__all__) for m in TOP_MODULES)
-    assert promised == 384
+    assert promised == 385
 
 
 def test_every_module_inside_a_package_is_private() -> None:

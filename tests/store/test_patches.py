@@ -13,7 +13,16 @@ import pytest
 
 from devplace import errors
 from devplace.clocks import FakeClock
-from devplace.store import Decided, DelegatingStore, JsonPatchStore, MemoryStore, SqliteStore, Store, cas
+from devplace.store import (
+    Decided,
+    DelegatingStore,
+    JsonPatchStore,
+    MemoryStore,
+    SqliteStore,
+    Store,
+    cas,
+    takes_patches,
+)
 from tests.servers import remote_backend
 
 from .conftest import kube_store
@@ -33,6 +42,7 @@ def config_map(data: dict[str, str]) -> dict[str, Any]:
 
 async def test_a_patch_whose_tests_hold_is_written_by_the_server(api_store: Store) -> None:
     assert isinstance(api_store, JsonPatchStore)
+    assert takes_patches(api_store)
     created = await api_store.create(config_map({"a": "", "b": "node-b"}))
     ops = [
         {"op": "test", "path": "/metadata/uid", "value": created["metadata"]["uid"]},
@@ -68,6 +78,7 @@ async def test_stores_without_a_round_trip_to_save_and_wrappers_do_not_offer_pat
         assert not isinstance(memory, JsonPatchStore)
         assert not isinstance(sqlite, JsonPatchStore)
         assert not isinstance(DelegatingStore(memory), JsonPatchStore)
+        assert [takes_patches(s) for s in (memory, sqlite, DelegatingStore(memory), memory)] == [False] * 4
     finally:
         await memory.close()
         await sqlite.close()

@@ -82,14 +82,14 @@ def instance_routes(obj: Mapping[str, Any]) -> set[Hashable]:
     names have no `:`), which is also what `api.named_node` reads from a holder that breaks the grammar: one string
     operation per slot, on every change of every Instance a process watches."""
     spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
+    if not (type(spec) is dict or isinstance(spec, Mapping)):  # a decoded object is a dict: no ABC check for it
         return {ORPHANED}
     nodes = spec.get("nodes")
     out: set[Hashable] = {n for n in nodes if isinstance(n, str)} if isinstance(nodes, list) else set()
     if not out:
         out.add(ORPHANED)
     usage = spec.get("deviceUsage")
-    if isinstance(usage, Mapping):
+    if type(usage) is dict or isinstance(usage, Mapping):
         for raw in usage.values():
             if raw and isinstance(raw, str):
                 out.add(raw.rpartition(":")[2])

@@ -80,25 +80,31 @@ def _checked_before(obj: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     for key, value in obj.items():
         other = old[key]
         if key == "spec":
-            if not isinstance(value, Mapping) or not isinstance(other, Mapping) or value.keys() != other.keys():
+            if not _is_map(value) or not _is_map(other) or value.keys() != other.keys():
                 return False
-            if any(v != other[k] for k, v in value.items() if k != "deviceUsage"):
-                return False
+            for k, v in value.items():
+                if k != "deviceUsage" and v != other[k]:
+                    return False
         elif key == "metadata":
-            if not isinstance(value, Mapping) or not isinstance(other, Mapping):
+            if not _is_map(value) or not _is_map(other):
                 return False
             if value.keys() - _WRITE_STAMPS != other.keys() - _WRITE_STAMPS:
                 return False
-            if not isinstance(value.get("resourceVersion", ""), str):
+            if type(value.get("resourceVersion", "")) is not str:
                 return False
             generation = value.get("generation")
-            if generation is not None and (not isinstance(generation, int) or isinstance(generation, bool)):
+            if generation is not None and type(generation) is not int:
                 return False
-            if any(v != other[k] for k, v in value.items() if k not in _WRITE_STAMPS):
-                return False
+            for k, v in value.items():
+                if k not in _WRITE_STAMPS and v != other[k]:
+                    return False
         elif value != other:
             return False
     return True
+
+
+def _is_map(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # a decoded object is a dict: no ABC check for it
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,8 @@ class Usage:
         whose wire holder did not change keeps its parsed holder, and the order is kept when the slots are the same,
         so a watch event that moves one slot parses one holder."""
         if (
-            not isinstance(device_usage, Mapping)
-            or not isinstance(before, Mapping)
+            not (type(device_usage) is dict or isinstance(device_usage, Mapping))  # a decoded map is a dict
+            or not (type(before) is dict or isinstance(before, Mapping))
             or device_usage.keys() != before.keys()
             or self.holders.keys() != before.keys()
         ):

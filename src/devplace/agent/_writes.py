@@ -38,7 +38,7 @@ from devplace.agent import _slots as slots
 from devplace.agent._caches import NodeCache
 from devplace.agent._instances import InstanceRecord
 from devplace.clocks import SystemClock
-from devplace.store import Decided, Delete, JsonPatchStore, Written, cas
+from devplace.store import Decided, Delete, Written, cas, takes_patches
 
 Decide = Callable[[dict[str, Any]], dict[str, Any] | Delete | None]
 DecideUsage = Callable[[InstanceRecord], slots.Usage | None]
@@ -102,7 +102,7 @@ async def update_usage_for(
     """`update_usage` whose `decide` also returns a value (the claim it made), handed back with the record: the
     value of the decision the write rests on."""
     cached = cache.instance(namespace, name)
-    patching = slot_local and isinstance(cache.store, JsonPatchStore)
+    patching = slot_local and takes_patches(cache.store)
 
     def on(obj: dict[str, Any]) -> Decided[tuple[InstanceRecord, slots.Usage | None, V]]:
         if cached is not None and obj is cached.obj:

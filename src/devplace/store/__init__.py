@@ -55,7 +55,7 @@ from devplace.store._informers import Change, Informer, InformerSet, ObjKey, Rou
 from devplace.store._leases import FencedStore, LeaderElector, LeaseAction, ObservedLease, decide_lease, micro_time
 from devplace.store._memory import MemoryStore
 from devplace.store._open import open_store
-from devplace.store._patches import JsonPatchStore
+from devplace.store._patches import JsonPatchStore, takes_patches
 
 if TYPE_CHECKING:
     from devplace.store._backups import FileSummary, backup_sqlite, restore_sqlite, sqlite_file
@@ -124,6 +124,7 @@ __all__ = [
     "sqlite_file",
     "stamp_created",
     "stamp_updated",
+    "takes_patches",
     "write_pool",
 ]
 

@@ -46,7 +46,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, overload
 from devplace import errors, metrics
 from devplace.clocks import Clock, SystemClock
 from devplace.store._base import Store
-from devplace.store._patches import JsonPatchStore
+from devplace.store._patches import takes_patches
 
 
 class Delete:
@@ -222,7 +222,7 @@ async def _cas(
                 rv = str((current.get("metadata") or {}).get("resourceVersion") or "")
                 gone = await store.delete(kind, name, namespace, resource_version=rv or None)
                 return Written(gone, "deleted", value)
-            if patch is not None and isinstance(store, JsonPatchStore):
+            if patch is not None and takes_patches(store):
                 version = current.get("apiVersion")
                 try:
                     return Written(

@@ -19,7 +19,7 @@ fence.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 
 @runtime_checkable
@@ -36,3 +36,16 @@ class JsonPatchStore(Protocol):
         """Apply `ops` (RFC 6902) to the stored object, all or nothing; the object written. A failed `test` is
         `errors.Invalid` and writes nothing; `errors.NotFound` when the object does not exist."""
         ...
+
+
+def takes_patches(store: object) -> TypeGuard[JsonPatchStore]:
+    """`isinstance(store, JsonPatchStore)`, decided once per class: a runtime protocol check walks the class's
+    attributes every time, and an agent asks on every claim and every release."""
+    kind = type(store)
+    found = _PATCHING.get(kind)
+    if found is None:
+        found = _PATCHING[kind] = isinstance(store, JsonPatchStore)
+    return found
+
+
+_PATCHING: dict[type, bool] = {}
