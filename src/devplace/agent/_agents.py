@@ -36,7 +36,7 @@ the kubelet's PodResources.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -319,9 +319,14 @@ class Agent:
             and (old is None or old.usage.unreadable != record.usage.unreadable)
         ):
             self._report_unreadable(record)
-        was = old is not None and self.node in old.nodes
-        now = record is not None and self.node in record.nodes
-        for configuration in {r.configuration for r in (old, record) if r is not None}:
+        node = self.node
+        was = old is not None and node in old.nodes
+        now = record is not None and node in record.nodes
+        if old is not None and record is not None and old.configuration == record.configuration:
+            configurations: Collection[str] = (record.configuration,)  # a watch event's usual case
+        else:
+            configurations = {r.configuration for r in (old, record) if r is not None}
+        for configuration in configurations:
             cfg_key = (key[0], configuration)
             # A claim or release changes only holders: nothing for the Instance lifecycle to decide. An Instance that
             # lists this node neither before nor after (one no node lists: every agent's cache has those) is the

@@ -449,7 +449,8 @@ class InstancePlugin(DevicePlugin):
         self._fresh: InstanceRecord | None = None
         """The Instance as the store had it when GetPreferredAllocation asked (`refresh_for_preference`), for the
         one `prefer` that follows."""
-        self._kept: tuple[slots.Usage, bool, list[tuple[str, bool]]] | None = None
+        self._kept: tuple[slots.Usage, bool, list[tuple[str, bool]], bytes | None] | None = None
+        """The last usage asked, its health, its (slot, healthy) pairs and, once a send made it, their wire form."""
 
     async def refresh_for_preference(self) -> None:
         """Read the Instance from the store when a DRA claim may hold one of its slots: the scheduler binds a
@@ -497,7 +498,13 @@ class InstancePlugin(DevicePlugin):
         if record is None:
             return b""
         states = self._states(record)
-        return b"".join([self._encoded(slot, healthy) for slot, healthy in states])
+        kept = self._kept
+        if kept is not None and kept[2] is states and kept[3] is not None:
+            return kept[3]
+        wire = b"".join([self._encoded(slot, healthy) for slot, healthy in states])
+        if kept is not None and kept[2] is states:
+            self._kept = (kept[0], kept[1], states, wire)
+        return wire
 
     def changed_by(self, old: InstanceRecord | None, new: InstanceRecord | None) -> bool:
         """Whether the list of `new` differs from the list of `old`: a claim or a release of this node's own slot
@@ -514,7 +521,7 @@ class InstancePlugin(DevicePlugin):
         if kept is not None and kept[0] is record.usage and kept[1] == healthy:
             return kept[2]
         states = slots.il_states(record.usage, self.host.node, healthy)
-        self._kept = (record.usage, healthy, states)
+        self._kept = (record.usage, healthy, states, None)
         return states
 
     def _record(self) -> InstanceRecord | None:
