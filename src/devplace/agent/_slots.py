@@ -526,10 +526,11 @@ def cl_states_of(usage: Usage, node: str, unique: bool, sick: bool = False) -> l
     every change of one of its Instances. Of an `exact` usage every slot is free or held, so the free ones are
     `capacity - held` without a look at each."""
     free = usage.capacity - usage.held if usage.exact else len(usage.free_claimable())
-    held_vdevs = {h.vdev for h in usage.holders.values() if type(h) is CL and h.node == node}
-    if unique:
+    if unique:  # healthy while a slot is free or this node's CL holds one: the holders are looked at only when full
         name = usage.instance
-        return [(name, not sick and (name in held_vdevs or free > 0))]
+        healthy = free > 0 or any(type(h) is CL and h.node == node and h.vdev == name for h in usage.holders.values())
+        return [(name, not sick and healthy)]
+    held_vdevs = {h.vdev for h in usage.holders.values() if type(h) is CL and h.node == node}
     names = _vdev_names(usage.instance, usage.capacity)
     if held_vdevs:
         canonical = set(names)
