@@ -271,7 +271,7 @@ class DevicePlugin(api_pb2_grpc.DevicePluginServicer):
         self, request: api_pb2.Empty, context: Context
     ) -> AsyncIterator[bytes]:
         """The stream of device lists, each a ListAndWatchResponse in wire form: the server sends the bytes as they
-        are (`servers.method_handlers`), so a send is neither parsed into a message nor serialized again."""
+        are (`servers.add_plugin_to_server`), so a send is neither parsed into a message nor serialized again."""
         self._stream_ids += 1
         stream = self._stream_ids
         self._sent(stream, -1)
