@@ -280,25 +280,29 @@ class Stream:
         return Reply(self.status_code, self.headers, body)
 
     async def aiter_lines(self) -> AsyncIterator[str]:
-        """The body's lines (without their line breaks), as they arrive; ends with the body."""
+        """The body's lines (without their line breaks), as they arrive; ends with the body.
+
+        A chunked body (every watch) is read here chunk by chunk rather than through `_body_chunks`: a watch event is
+        a chunk, and an agent reads a few hundred a second, each through one generator less."""
         conn = self._require()
-        parts: list[bytes] = []  # the line being read, in pieces: joined once, when it ends
-        size = 0
+        lines = _Lines()
         try:
             with _wire_errors():
-                async for chunk in _body_chunks(conn.reader, self._head, self._method, limit=None):
-                    if b"\n" not in chunk:
-                        parts.append(chunk)
-                        size += len(chunk)
-                        if size > _MAX_LINE:
-                            raise ExchangeError(f"a line of the answer is over {_MAX_LINE} bytes")
-                        continue
-                    first, *lines, rest = chunk.split(b"\n")
-                    for line in (b"".join([*parts, first]), *lines):
-                        yield line.rstrip(b"\r").decode("utf-8", errors="replace")
-                    parts, size = ([rest], len(rest)) if rest else ([], 0)
-                if parts:
-                    yield b"".join(parts).rstrip(b"\r").decode("utf-8", errors="replace")
+                if _chunked(self._head, self._method):
+                    reader = conn.reader
+                    while size := _chunk_size(await reader.readuntil(b"\r\n")):
+                        if size > _MAX_BODY:
+                            raise ExchangeError(f"the answer's body is over {_MAX_BODY} bytes")
+                        for line in lines.feed((await reader.readexactly(size + 2))[:-2]):
+                            yield line
+                    await _trailers(reader)
+                else:
+                    async for chunk in _body_chunks(conn.reader, self._head, self._method, limit=None):
+                        for line in lines.feed(chunk):
+                            yield line
+                last = lines.rest()
+                if last is not None:
+                    yield last
         finally:
             await self.aclose()
 
@@ -355,6 +359,60 @@ def _framed(head: _Head, method: str) -> bool:
     return "content-length" in head.headers or "chunked" in head.headers.get("transfer-encoding", "").lower()
 
 
+def _chunked(head: _Head, method: str) -> bool:
+    """Whether the answer has a body and sends it in chunks (`Transfer-Encoding: chunked`)."""
+    return (
+        method != "HEAD"
+        and head.status not in _NO_BODY_CODES
+        and "chunked" in head.headers.get("transfer-encoding", "").lower()
+    )
+
+
+def _chunk_size(size_line: bytes) -> int:
+    """The size a chunk's first line declares (0: the last chunk); a malformed one is `ExchangeError`."""
+    try:
+        size = int(size_line.split(b";", 1)[0].strip(), 16)
+    except ValueError as e:
+        raise ExchangeError(f"a malformed chunk size: {size_line[:40]!r}") from e
+    if size < 0:
+        raise ExchangeError(f"a malformed chunk size: {size_line[:40]!r}")
+    return size
+
+
+async def _trailers(reader: asyncio.StreamReader) -> None:
+    """Read what follows the last chunk: trailers, then the empty line that ends the body."""
+    while (await reader.readuntil(b"\r\n")) != b"\r\n":
+        pass
+
+
+class _Lines:
+    """Splits a body arriving in pieces into its lines (without their line breaks)."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []  # the line being read, in pieces: joined once, when it ends
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The lines `chunk` completes."""
+        if b"\n" not in chunk:
+            self._parts.append(chunk)
+            self._size += len(chunk)
+            if self._size > _MAX_LINE:
+                raise ExchangeError(f"a line of the answer is over {_MAX_LINE} bytes")
+            return []
+        first, *lines, rest = chunk.split(b"\n")
+        parts = self._parts
+        head = b"".join([*parts, first]) if parts else first
+        self._parts, self._size = ([rest], len(rest)) if rest else ([], 0)
+        return [line.rstrip(b"\r").decode("utf-8", errors="replace") for line in (head, *lines)]
+
+    def rest(self) -> str | None:
+        """The last line, when the body did not end with a line break."""
+        if not self._parts:
+            return None
+        return b"".join(self._parts).rstrip(b"\r").decode("utf-8", errors="replace")
+
+
 async def _read_body(reader: asyncio.StreamReader, head: _Head, method: str) -> bytes:
     return b"".join([chunk async for chunk in _body_chunks(reader, head, method, limit=_MAX_BODY)])
 
@@ -378,21 +436,11 @@ async def _body_chunks(
 
     if method == "HEAD" or head.status in _NO_BODY_CODES:
         return
-    if "chunked" in head.headers.get("transfer-encoding", "").lower():
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            try:
-                size = int(size_line.split(b";", 1)[0].strip(), 16)
-            except ValueError as e:
-                raise ExchangeError(f"a malformed chunk size: {size_line[:40]!r}") from e
-            if size < 0:
-                raise ExchangeError(f"a malformed chunk size: {size_line[:40]!r}")
-            if size == 0:
-                while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers, then the end
-                    pass
-                return
+    if _chunked(head, method):
+        while size := _chunk_size(await reader.readuntil(b"\r\n")):
             data = await reader.readexactly(counted(size) + 2)
             yield data[:-2]
+        await _trailers(reader)
     elif "content-length" in head.headers:
         try:
             length = int(head.headers["content-length"])
