@@ -228,11 +228,11 @@ async def test_an_allocate_that_ends_mid_request_releases_what_it_claimed(
     assert store.updates == 3  # the first claim, the failed one, the release
 
 
-async def test_a_cl_plugin_recomputes_only_the_part_of_the_instance_that_changed(memory_store: MemoryStore) -> None:
-    names = ["cams-8120fe", "cams-a19705", "cams-c0ffee"]
+async def _cams_cache(store: MemoryStore, names: list[str]) -> NodeCache:
+    """node-a's cache of Configuration `cams` (capacity 2, a vdev per slot) and its Instances `names`."""
     for name in names:
-        await memory_store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
-    cache = NodeCache(memory_store, "node-a", Supervisor("test"))
+        await store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
+    cache = NodeCache(store, "node-a", Supervisor("test"))
     cache.configurations.replace(
         [
             {
@@ -242,8 +242,14 @@ async def test_a_cl_plugin_recomputes_only_the_part_of_the_instance_that_changed
         ],
         1,
     )
-    listing = await memory_store.list("Instance")
+    listing = await store.list("Instance")
     cache.instances.replace(listing.items, listing.revision)
+    return cache
+
+
+async def test_a_cl_plugin_recomputes_only_the_part_of_the_instance_that_changed(memory_store: MemoryStore) -> None:
+    names = ["cams-8120fe", "cams-a19705", "cams-c0ffee"]
+    cache = await _cams_cache(memory_store, names)
     plugin = plugins.ConfigurationPlugin(_Host(cache), "default", "cams", "devplace.io/cams")
 
     def fresh() -> list[slots.DeviceHealth]:
@@ -270,20 +276,7 @@ async def test_the_lists_a_plugin_sends_are_its_devices_in_wire_form(memory_stor
     """ListAndWatch sends `encoded_devices()` as it is: it must be the ListAndWatchResponse of `devices()`, for the IL
     and the CL plugin, before and after a change, with a sick device and with slots that break the rules."""
     names = ["cams-8120fe", "cams-a19705"]
-    for name in names:
-        await memory_store.create(record(name, {}).obj | {"metadata": {"name": name, "namespace": "default"}})
-    cache = NodeCache(memory_store, "node-a", Supervisor("test"))
-    cache.configurations.replace(
-        [
-            {
-                **configuration(capacity=2, unique=False),
-                "metadata": {"name": "cams", "namespace": "default", "resourceVersion": "1"},
-            }
-        ],
-        1,
-    )
-    listing = await memory_store.list("Instance")
-    cache.instances.replace(listing.items, listing.revision)
+    cache = await _cams_cache(memory_store, names)
     host = _Host(cache)
     il = plugins.InstancePlugin(host, "default", names[1], "devplace.io/cams-a19705")
     cl = plugins.ConfigurationPlugin(host, "default", "cams", "devplace.io/cams")

@@ -46,14 +46,20 @@ async def supervisor() -> AsyncIterator[Supervisor]:
 
 
 async def releaser_over(
-    store: MemoryStore, supervisor: Supervisor, clock: FakeClock, tmp_path: Path, holders: list[str]
+    store: MemoryStore,
+    supervisor: Supervisor,
+    clock: FakeClock,
+    tmp_path: Path,
+    holders: list[str],
+    podresources: Path | None = None,
 ) -> Releaser:
+    """node-a's releaser (grace 0.3 s, poll 0.1 s) over one Instance held by `holders`; PodResources at
+    `podresources` (default: a socket that does not exist)."""
     stored = await store.create(instance(holders))
     cache = NodeCache(store, "node-a", supervisor)
     cache.instances.apply_event("ADDED", stored)
-    return Releaser(
-        "node-a", "akri.sh", 0.3, 0.1, tmp_path / "absent.sock", cache, supervisor, clock, holding=lambda: False
-    )
+    socket = podresources or tmp_path / "absent.sock"
+    return Releaser("node-a", "akri.sh", 0.3, 0.1, socket, cache, supervisor, clock, holding=lambda: False)
 
 
 def held(releaser: Releaser) -> dict[releases.DeviceKey, releases.HeldSlot]:
@@ -110,12 +116,9 @@ async def test_a_grace_pass_asks_the_kubelet_only_while_the_node_holds_a_slot(
     kubelet = MiniKubelet(sock_dir)
     await kubelet.start()
     try:
-        stored = await memory_store.create(instance(["", "node-b"]))
-        cache = NodeCache(memory_store, "node-a", supervisor)
-        cache.instances.apply_event("ADDED", stored)
-        releaser = Releaser(
-            "node-a", "akri.sh", 0.3, 0.1, kubelet.pr_socket, cache, supervisor, clock, holding=lambda: False
-        )
+        releaser = await releaser_over(memory_store, supervisor, clock, sock_dir, ["", "node-b"], kubelet.pr_socket)
+        cache = releaser.cache
+        stored = await memory_store.get("Instance", INST, "default")
         revision = await memory_store.revision()
 
         await releaser._grace_pass()  # node-a holds nothing here: nothing to free, nobody asked
@@ -143,11 +146,8 @@ async def test_a_look_after_an_allocate_is_a_grace_pass_and_the_next_periodic_pa
     kubelet = MiniKubelet(sock_dir)
     await kubelet.start()
     try:
-        stored = await memory_store.create(instance(["node-a", "node-b"]))
-        cache = NodeCache(memory_store, "node-a", supervisor)
-        cache.instances.apply_event("ADDED", stored)
-        releaser = Releaser(
-            "node-a", "akri.sh", 0.3, 0.1, kubelet.pr_socket, cache, supervisor, clock, holding=lambda: False
+        releaser = await releaser_over(
+            memory_store, supervisor, clock, sock_dir, ["node-a", "node-b"], kubelet.pr_socket
         )
         supervisor.loop("release", releaser.run)
         await clock.advance(0.06)
