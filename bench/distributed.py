@@ -21,7 +21,7 @@
    end (`devplace.sim._invariants`); a slot passed straight from one holder to another, or a claim the agent granted
    that the history does not show, raises.
    `cpu_cores` says where the machine's time went during the load, by kind of process (and the benchmark itself, the
-   kubelet's side); every agent re-reads each Instance change and re-sends health to its kubelet, so
+   kubelet's side); every agent re-reads each Instance change and re-sends the health lists it alters to its kubelet, so
    `agent_cpu_ms_per_instance_change_per_agent` times nodes times changes per second (two per claim: the claim and its
    release) is what the agents need. When the machine cannot keep up, `achieved_over_target` drops below 1 and slots
    stay held longer (`no_free_slot_in_view` counts the ticks that found none free).
