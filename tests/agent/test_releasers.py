@@ -140,35 +140,6 @@ async def test_a_grace_pass_asks_the_kubelet_only_while_the_node_holds_a_slot(
         await kubelet.stop()
 
 
-async def test_a_look_after_an_allocate_is_a_grace_pass_and_the_next_periodic_pass_waits_a_poll_after_it(
-    memory_store: MemoryStore, supervisor: Supervisor, clock: FakeClock, sock_dir: Path
-) -> None:
-    kubelet = MiniKubelet(sock_dir)
-    await kubelet.start()
-    try:
-        releaser = await releaser_over(
-            memory_store, supervisor, clock, sock_dir, ["node-a", "node-b"], kubelet.pr_socket
-        )
-        supervisor.loop("release", releaser.run)
-        await clock.advance(0.06)
-        assert kubelet.lists == 0  # the first periodic pass is due at 0.1
-        releaser.allocated([("akri.sh/cams-8120fe", f"{INST}-0")])
-        await supervisor.wait_idle()
-        assert kubelet.lists == 1  # the look: a pass at 0.06
-        await clock.advance(0.05)
-        assert kubelet.lists == 1  # 0.11: the periodic pass is due a poll after the look, at 0.16
-        await clock.advance(0.05)
-        await supervisor.wait_idle()
-        assert kubelet.lists == 2  # 0.16
-        await clock.advance(0.3)
-        await supervisor.wait_idle()
-        after = await memory_store.get("Instance", INST, "default")
-        assert after["spec"]["deviceUsage"] == {f"{INST}-0": "", f"{INST}-1": "node-b"}  # absent since its Allocate
-        await releaser.close()
-    finally:
-        await kubelet.stop()
-
-
 def test_release_slots_frees_only_slots_their_holder_still_holds() -> None:
     usage = InstanceRecord.from_wire(instance(["node-a", "node-b", "node-a"])).usage
     freed = slots.release_slots(usage, [(f"{INST}-0", IL("node-a")), (f"{INST}-1", IL("node-a"))])

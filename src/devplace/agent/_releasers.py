@@ -1,11 +1,11 @@
 """Releasing this node's slots: at once when their pod ends, else after the PodResources grace (`release_rules`).
 
 The device-plugin API has no Deallocate, so the releaser learns which pod uses which device from the kubelet's
-PodResources API (a List when a pod starts running, after each Allocate, and at least every `podresources_poll`
-seconds while the node holds a slot; each such List is a grace pass) and frees, by CAS on the exact holder it saw,
-(a) the slots of a pod of this node that is deleted or terminates, and (b) held slots absent from every listing for
-`release_grace` seconds. The decisions are pure (`release_rules`); this module is the I/O around them. Every due slot
-of one Instance is freed in one write (one CAS per Instance).
+PodResources API (a List when a pod starts running, after each Allocate, and every `podresources_poll` seconds
+while the node holds a slot) and frees, by CAS on the exact holder it saw, (a) the slots of a pod of this node that is
+deleted or terminates, and (b) held slots absent from every listing for `release_grace` seconds. The decisions are
+pure (`release_rules`); this module is the I/O around them. Every due slot of one Instance is freed in one write (one
+CAS per Instance).
 
 Concurrency: pod changes arrive through the Pod informer's change handler (synchronous: it only spawns the release);
 each release and each PodResources look is a piece of the supervisor's in-flight work, so `Agent.is_idle` counts it.
@@ -17,7 +17,6 @@ The grace pass is a supervised loop on the injected clock, so a simulation runs 
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Iterable
@@ -83,9 +82,6 @@ class Releaser:
         self.refreshing = False
         self._held_refresh = False
         self._channel: grpc.aio.Channel | None = None
-        self._last_pass: float | None = None
-        """When the last grace pass began (clock time)."""
-        self._passing = asyncio.Lock()
         self._stub: pr_grpc.PodResourcesListerAsyncStub | None = None
 
     # -- events --------------------------------------------------------------------------------------------------
@@ -138,11 +134,9 @@ class Releaser:
             try:
                 while True:
                     self._refresh_again = False
-                    await self._grace_pass(look=True)
+                    await self.observe()
                     if not self._refresh_again:
                         return
-            except errors.DevplaceError as e:
-                log.warning("%s: release pass failed: %s", self.node, e.message)
             finally:
                 self.refreshing = False
 
@@ -212,20 +206,9 @@ class Releaser:
         await self._free(releases.pod_release(devices, observed_at, others, self._alloc_seq, self._held()))
 
     async def run(self) -> None:
-        """A grace pass at least every `podresources_poll` seconds (clock time), until cancelled (a supervised loop).
-
-        A look (after an Allocate, or at a pod that started running) is a grace pass too, and the next one here is
-        due `podresources_poll` after the last pass of either kind: a node that allocates more often than it polls
-        lists PodResources about once per Allocate instead of once more per period (`bench/distributed.py`, 10
-        allocations a second per node against a 0.1 s poll: a third fewer Lists)."""
-        if self._last_pass is None:
-            self._last_pass = self.clock.now()
+        """The grace pass every `podresources_poll` seconds (clock time), until cancelled (a supervised loop)."""
         while True:
-            due = self._last_pass + self.podresources_poll
-            now = self.clock.now()
-            if now < due:
-                await self.clock.sleep(due - now)
-                continue
+            await self.clock.sleep(self.podresources_poll)
             release = self.supervisor.hold()
             try:
                 await self._grace_pass()
@@ -234,25 +217,17 @@ class Releaser:
             finally:
                 release()
 
-    async def _grace_pass(self, *, look: bool = False) -> None:
+    async def _grace_pass(self) -> None:
         """Free the held slots absent from PodResources for the grace. A node that holds no slot has nothing to free
-        and does not ask the kubelet (unless `look`: a pod started running, whose devices the next release of it
-        needs): an idle agent's pass costs no gRPC call (an isolated one costs the agent about a millisecond of CPU:
-        `bench/footprint.py`'s idle agent, looking every 0.1 s, spent 10-16 ms a second on them). One pass at a
-        time: two would each replace the other's absence record."""
-        async with self._passing:
-            self._last_pass = self.clock.now()
-            if not releases.holds_any(self.cache.instances.values(), self.node):
-                self._absent_since = {}
-                self._alloc_at.clear()
-                self._alloc_seq.clear()
-                if look:
-                    await self.observe()
-                return
-            await self._judge(await self.observe())
-
-    async def _judge(self, listing: dict[PodKey, frozenset[DeviceKey]] | None) -> None:
-        """The grace rule over one listing (None: the kubelet did not answer, nothing is freed on it)."""
+        and does not ask the kubelet: an idle agent's pass costs no gRPC call (an isolated one costs the agent about
+        a millisecond of CPU: `bench/footprint.py`'s idle agent, looking every 0.1 s, spent 10-16 ms a second on
+        them)."""
+        if not releases.holds_any(self.cache.instances.values(), self.node):
+            self._absent_since = {}
+            self._alloc_at.clear()
+            self._alloc_seq.clear()
+            return
+        listing = await self.observe()
         if listing is None:
             return
         in_use: set[DeviceKey] = set()
