@@ -280,26 +280,14 @@ class Stream:
         return Reply(self.status_code, self.headers, body)
 
     async def aiter_lines(self) -> AsyncIterator[str]:
-        """The body's lines (without their line breaks), as they arrive; ends with the body.
-
-        A chunked body (every watch) is read here chunk by chunk rather than through `_body_chunks`: a watch event is
-        a chunk, and an agent reads a few hundred a second, each through one generator less."""
+        """The body's lines (without their line breaks), as they arrive; ends with the body."""
         conn = self._require()
         lines = _Lines()
         try:
             with _wire_errors():
-                if _chunked(self._head, self._method):
-                    reader = conn.reader
-                    while size := _chunk_size(await reader.readuntil(b"\r\n")):
-                        if size > _MAX_BODY:
-                            raise ExchangeError(f"the answer's body is over {_MAX_BODY} bytes")
-                        for line in lines.feed((await reader.readexactly(size + 2))[:-2]):
-                            yield line
-                    await _trailers(reader)
-                else:
-                    async for chunk in _body_chunks(conn.reader, self._head, self._method, limit=None):
-                        for line in lines.feed(chunk):
-                            yield line
+                async for chunk in _body_chunks(conn.reader, self._head, self._method, limit=None):
+                    for line in lines.feed(chunk):
+                        yield line
                 last = lines.rest()
                 if last is not None:
                     yield last
@@ -357,15 +345,6 @@ def _framed(head: _Head, method: str) -> bool:
     if method == "HEAD" or head.status in _NO_BODY_CODES:
         return True
     return "content-length" in head.headers or "chunked" in head.headers.get("transfer-encoding", "").lower()
-
-
-def _chunked(head: _Head, method: str) -> bool:
-    """Whether the answer has a body and sends it in chunks (`Transfer-Encoding: chunked`)."""
-    return (
-        method != "HEAD"
-        and head.status not in _NO_BODY_CODES
-        and "chunked" in head.headers.get("transfer-encoding", "").lower()
-    )
 
 
 def _chunk_size(size_line: bytes) -> int:
@@ -436,7 +415,7 @@ async def _body_chunks(
 
     if method == "HEAD" or head.status in _NO_BODY_CODES:
         return
-    if _chunked(head, method):
+    if "chunked" in head.headers.get("transfer-encoding", "").lower():
         while size := _chunk_size(await reader.readuntil(b"\r\n")):
             data = await reader.readexactly(counted(size) + 2)
             yield data[:-2]
