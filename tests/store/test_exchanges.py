@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from devplace.store import _exchanges as exchanges
 from devplace.store._exchanges import ExchangeError, Exchanges
@@ -257,4 +260,142 @@ async def test_a_stream_joins_a_line_sent_in_many_pieces_and_refuses_one_over_th
     assert [await anext(lines), await anext(lines)] == ['{"a": "' + "y" * 40 + '"}', '{"b": 2}']
     with pytest.raises(ExchangeError, match="a line of the answer is over 100 bytes"):
         await anext(lines)
+    await client.aclose()
+
+
+# -- a stream's answer, framed as it arrives ---------------------------------------------------------------------------
+
+
+def _chunked(pieces: list[bytes]) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\nX-Trailer: 1\r\n\r\n"
+
+
+def _fed(raw: bytes, cuts: list[int], method: str = "GET") -> exchanges._StreamedAnswer:
+    """An answer fed `raw` split at `cuts`, as a socket may deliver it (no transport: nothing to pause)."""
+    loop = asyncio.new_event_loop()
+    answer = exchanges._StreamedAnswer(method, loop)
+    loop.close()  # the answer's futures are only set and read here: nothing is ever scheduled on it
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(raw)}), len(raw)]
+    for start, stop in itertools.pairwise(bounds):
+        if stop > start:
+            answer.data_received(raw[start:stop])
+    return answer
+
+
+_BODY_PIECES = st.lists(st.binary(min_size=1, max_size=40), max_size=8)
+_CUTS = st.lists(st.integers(min_value=0, max_value=600), max_size=12)
+
+
+@given(pieces=_BODY_PIECES, cuts=_CUTS)
+def test_a_chunked_answer_split_anywhere_by_the_socket_gives_its_body_exactly_once(
+    pieces: list[bytes], cuts: list[int]
+) -> None:
+    head = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    answer = _fed(head + _chunked(pieces), cuts)
+    assert (answer.head.result().status, answer.done, answer.error) == (200, True, None)
+    assert b"".join(answer.pieces) == b"".join(pieces)
+
+
+@given(body=st.binary(max_size=200), cuts=_CUTS, framing=st.sampled_from(["length", "close"]))
+def test_a_length_or_close_framed_answer_split_anywhere_gives_its_body_exactly(
+    body: bytes, cuts: list[int], framing: str
+) -> None:
+    length = b"Content-Length: %d\r\n" % len(body) if framing == "length" else b""
+    answer = _fed(b"HTTP/1.1 200 OK\r\n" + length + b"\r\n" + body + b"trailing junk", cuts)
+    if framing == "close":
+        answer.eof_received()
+        assert b"".join(answer.pieces) == body + b"trailing junk"  # the close ends it: every byte is the body's
+    else:
+        assert b"".join(answer.pieces) == body  # what follows the declared length is not read as the body
+    assert (answer.done, answer.error) == (True, None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY", "not followed by a line break"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "a malformed chunk size"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "a malformed Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000, "head is over 65536 bytes"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70_000, "framing line is over 65536"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffff\r\n", "body is over"),
+    ],
+)
+def test_a_malformed_stream_answer_is_kept_as_its_error_and_nothing_after_it_is_read(raw: bytes, reason: str) -> None:
+    answer = _fed(raw + b"\r\n5\r\nhello\r\n", [len(raw)])  # the bad part arrives alone, then what follows
+    assert answer.error is not None
+    assert reason in str(answer.error)
+    assert not answer.done
+    assert b"hello" not in b"".join(answer.pieces)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"", "closed the connection before answering"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", "ended in the middle of the answer"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nabc", "ended in the middle of the answer"),
+    ],
+)
+def test_a_connection_that_ends_before_the_answer_does_is_an_exchange_error(raw: bytes, reason: str) -> None:
+    answer = _fed(raw, [])
+    answer.eof_received()
+    answer.connection_lost(None)
+    assert answer.error is not None
+    assert reason in str(answer.error)
+    if not raw:
+        with pytest.raises(ExchangeError, match=reason):
+            answer.head.result()
+
+
+async def test_a_stream_whose_reader_falls_behind_stops_reading_the_socket_and_loses_no_line(
+    serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exchanges, "_PAUSE_AT", 4096)
+    lines = [b'{"n": %d, "pad": "%s"}' % (i, b"p" * 200) for i in range(400)]
+    sent = asyncio.Event()
+
+    async def flood(request: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(_chunked([line + b"\n" for line in lines]))
+        sent.set()
+        await writer.drain()
+
+    _, url = await serve([flood])
+    client = Exchanges(url)
+    stream = await client.stream("GET", "/watch")
+    answer = stream._answer
+    assert answer is not None
+    await sent.wait()
+    while not answer._paused:  # the reader takes nothing yet: the queue passes the mark and reading pauses
+        await answer.wait()
+    assert 4096 < answer._queued < 4096 + 256 * 1024  # what one read of the socket can add past the mark
+    got = [line async for line in stream.aiter_lines()]
+    assert got == [line.decode() for line in lines]
+    await client.aclose()
+
+
+async def test_a_stream_answered_with_an_error_is_read_whole_and_its_connection_closed(serve) -> None:
+    status = b'{"kind":"Status","code":404}'
+    server, url = await serve([send(b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n%s" % (len(status), status))])
+    client = Exchanges(url)
+    stream = await client.stream("GET", "/watch", params={"watch": "1"})
+    reply = await stream.aread()
+    assert (reply.status_code, reply.json()) == (404, {"kind": "Status", "code": 404})
+    assert client._open == set()
+    with pytest.raises(ExchangeError, match="the stream is closed"):
+        await stream.aread()
+    await client.aclose()
+    assert server.requests[0].split(b"\r\n")[0] == b"GET /watch?watch=1 HTTP/1.1"
+
+
+async def test_a_stream_the_server_closes_before_answering_is_an_exchange_error(serve) -> None:
+    async def close_unanswered(request: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    _, url = await serve([close_unanswered])
+    client = Exchanges(url)
+    with pytest.raises(ExchangeError, match="closed the connection before answering"):
+        await client.stream("GET", "/watch")
+    assert client._open == set()
     await client.aclose()

@@ -359,6 +359,9 @@ async def test_an_informer_relists_when_a_restarted_server_answers_its_watch_wit
         running_informer = asyncio.create_task(informer.run())
         await asyncio.wait_for(informer.wait_synced(), WATCH_BOUND)
         assert sorted(informer.keys()) == [("default", "a"), ("default", "b")]
+        # The restart must find the watch open on the server: one still being opened would wait out its opening's
+        # timeout on a server that took the connection as it shut down, which is not what this test is about.
+        await until(lambda: bool(old._watchers), "the informer's watch is open on the first server")
     try:
         async with served(create_app(new, fleet_api=False), port), clock_driven(clock):
             await until(lambda: sorted(informer.keys()) == [("default", "c")], "the informer relisted")

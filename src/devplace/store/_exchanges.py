@@ -14,10 +14,12 @@ interim answers skipped; `HEAD`, 204 and 304 without a body. Headers are kept lo
 rewritten: a redirect is an answer like any other.
 
 Connections: an exchange takes an idle connection (or opens one), and gives it back once its response is read whole
-and neither side said `Connection: close`; at most `max_idle` wait. A watch holds its connection for as long as its
-stream is open. A connection the server closed while idle (uvicorn closes keep-alive connections after 5 s) is
-noticed before reuse (its reader saw the end); if a reused connection ends before a single byte of the answer, the
-request is sent once more on a fresh connection: the server closed it before reading the request, so nothing was done.
+and neither side said `Connection: close`; at most `max_idle` wait. A stream (a watch) opens a connection of its own,
+holds it for as long as it is open, and reads it without a StreamReader: its answer is framed in the transport's
+callback as the bytes arrive (`_StreamedAnswer`), since a watch's events are most of an agent's reading. A
+connection the server closed while idle (uvicorn closes keep-alive connections after 5 s) is noticed before reuse
+(its reader saw the end); if a reused connection ends before a single byte of the answer, the request is sent once
+more on a fresh connection: the server closed it before reading the request, so nothing was done.
 
 Failures: anything the network or the peer does wrong (refused, reset, end of stream mid-answer, a malformed answer,
 TLS errors, the timeout) is `ExchangeError`; the REST core maps it to `errors.Unavailable`. A timeout bounds the whole
@@ -30,9 +32,10 @@ import asyncio
 import contextlib
 import ssl
 import urllib.parse
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from devplace.store import _base as base
 
@@ -128,7 +131,7 @@ class Exchanges:
         self.timeout = timeout
         self._max_idle = max_idle
         self._idle: list[_Connection] = []
-        self._open: set[_Connection] = set()
+        self._open: set[_Connection | _StreamedAnswer] = set()
         self._closed = False
 
     # -- the two uses ------------------------------------------------------------------------------------------
@@ -163,13 +166,29 @@ class Exchanges:
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Stream:
-        """Send one request and return its answer as an open stream (the connection is the stream's until closed).
-        The timeout bounds the opening only."""
+        """Send one request on a connection of its own and return its answer as an open stream, read as it
+        arrives (`_StreamedAnswer`). The timeout bounds the opening only."""
         message = self._message(method, path, params, None, headers)
+        if self._closed:
+            raise ExchangeError("the client is closed")
+        loop = asyncio.get_running_loop()
         with _wire_errors(self.timeout):
             async with asyncio.timeout(self.timeout):
-                conn, head = await self._send(message)
-                return Stream(self, conn, head, method)
+                _, answer = await loop.create_connection(
+                    lambda: _StreamedAnswer(method, loop),
+                    self.host,
+                    self.port,
+                    ssl=self._ssl,
+                    server_hostname=self.host if self._ssl is not None else None,
+                )
+                self._open.add(answer)
+                try:
+                    answer.send(message)
+                    head = await answer.head
+                except BaseException:
+                    self._discard(answer)
+                    raise
+                return Stream(self, answer, head)
 
     async def _send(self, message: bytes) -> tuple[_Connection, _Head]:
         """Send `message` and read the answer's head; once more on a fresh connection when a reused one ended
@@ -224,7 +243,7 @@ class Exchanges:
         else:
             self._discard(conn)
 
-    def _discard(self, conn: _Connection) -> None:
+    def _discard(self, conn: _Connection | _StreamedAnswer) -> None:
         self._open.discard(conn)
         if conn in self._idle:
             self._idle.remove(conn)
@@ -257,53 +276,68 @@ class Exchanges:
 
 
 class Stream:
-    """An answer being read: its status and headers, then its body as lines (`aiter_lines`) or whole (`aread`)."""
+    """An answer being read on a connection of its own: its status and headers, then its body as lines
+    (`aiter_lines`) or whole (`aread`). Either ends the stream; its connection is never reused."""
 
-    def __init__(self, owner: Exchanges, conn: _Connection, head: _Head, method: str) -> None:
+    def __init__(self, owner: Exchanges, answer: _StreamedAnswer, head: _Head) -> None:
         self._owner = owner
-        self._conn: _Connection | None = conn
-        self._head = head
-        self._method = method
+        self._answer: _StreamedAnswer | None = answer
         self.status_code = head.status
         self.headers = head.headers
 
     async def aread(self) -> Reply:
-        conn = self._require()
+        """The body whole (over `_MAX_BODY` bytes is an error)."""
+        answer = self._require()
+        parts: list[bytes] = []
+        total = 0
         try:
-            with _wire_errors():
-                body = await _read_body(conn.reader, self._head, self._method)
-        except ExchangeError:
+            while True:
+                while answer.pieces:
+                    piece = answer.take()
+                    total += len(piece)
+                    if total > _MAX_BODY:
+                        raise _over_limit(_MAX_BODY)
+                    parts.append(piece)
+                if answer.error is not None:
+                    raise answer.error
+                if answer.done:
+                    return Reply(self.status_code, self.headers, b"".join(parts))
+                await answer.wait()
+        finally:
             await self.aclose()
-            raise
-        self._conn = None
-        self._owner._release(conn, self._head.keep_alive and _framed(self._head, self._method))
-        return Reply(self.status_code, self.headers, body)
 
     async def aiter_lines(self) -> AsyncIterator[str]:
         """The body's lines (without their line breaks), as they arrive; ends with the body."""
-        conn = self._require()
+        answer = self._require()
+        pieces = answer.pieces
         lines = _Lines()
         try:
-            with _wire_errors():
-                async for chunk in _body_chunks(conn.reader, self._head, self._method, limit=None):
-                    for line in lines.feed(chunk):
+            while True:
+                if pieces:
+                    for line in lines.feed(answer.take()):
                         yield line
-                last = lines.rest()
-                if last is not None:
-                    yield last
+                elif answer.error is not None:
+                    raise answer.error
+                elif answer.done:
+                    break
+                else:
+                    await answer.wait()
+            last = lines.rest()
+            if last is not None:
+                yield last
         finally:
             await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the stream: its connection is not reused (its body may not have been read whole)."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            self._owner._discard(conn)
+        """Close the stream and its connection."""
+        answer, self._answer = self._answer, None
+        if answer is not None:
+            self._owner._discard(answer)
 
-    def _require(self) -> _Connection:
-        if self._conn is None:
+    def _require(self) -> _StreamedAnswer:
+        if self._answer is None:
             raise ExchangeError("the stream is closed")
-        return self._conn
+        return self._answer
 
 
 class _EndedEarly(Exception):
@@ -321,23 +355,30 @@ async def _read_head(reader: asyncio.StreamReader) -> _Head:
             raise
         if len(raw) > _MAX_HEAD:
             raise ExchangeError(f"the answer's head is over {_MAX_HEAD} bytes")
-        lines = raw.decode("latin-1").split("\r\n")
-        status_line = lines[0].split(" ", 2)
-        if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit():
-            raise ExchangeError(f"not an HTTP/1.1 answer: {lines[0][:80]!r}")
-        status = int(status_line[1])
-        if 100 <= status < 200:
+        head = _parse_head(raw)
+        if head is not None:
+            return head
+
+
+def _parse_head(raw: bytes) -> _Head | None:
+    """The status line and headers of `raw` (a head with its closing empty line); None for a 1xx interim answer."""
+    lines = raw.decode("latin-1").split("\r\n")
+    status_line = lines[0].split(" ", 2)
+    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1.") or not status_line[1].isdigit():
+        raise ExchangeError(f"not an HTTP/1.1 answer: {lines[0][:80]!r}")
+    status = int(status_line[1])
+    if 100 <= status < 200:
+        return None
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
             continue
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ExchangeError(f"a malformed header line: {line[:80]!r}")
-            key = name.strip().lower()
-            headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
-        return _Head(status, headers)
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ExchangeError(f"a malformed header line: {line[:80]!r}")
+        key = name.strip().lower()
+        headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+    return _Head(status, headers)
 
 
 def _framed(head: _Head, method: str) -> bool:
@@ -392,44 +433,250 @@ class _Lines:
         return b"".join(self._parts).rstrip(b"\r").decode("utf-8", errors="replace")
 
 
-async def _read_body(reader: asyncio.StreamReader, head: _Head, method: str) -> bytes:
-    return b"".join([chunk async for chunk in _body_chunks(reader, head, method, limit=_MAX_BODY)])
-
-
-async def _body_chunks(
-    reader: asyncio.StreamReader, head: _Head, method: str, *, limit: int | None
-) -> AsyncIterator[bytes]:
-    """The body as it arrives, by the framing its head declares; more than `limit` bytes in all is an error (a
-    stream's lines are bounded one by one instead)."""
-    total = 0
-
-    def counted(size: int) -> int:
-        nonlocal total
-        total += size
-        if limit is None:  # a stream: its lines are bounded one by one, and each piece by `_MAX_BODY`
-            if size > _MAX_BODY:
-                raise ExchangeError(f"the answer's body is over {_MAX_BODY} bytes")
-        elif total > limit:
-            raise ExchangeError(f"the answer's body is over {limit} bytes")
-        return size
-
+def _framing(head: _Head, method: str) -> tuple[str, int]:
+    """How the body's end is found: ("none", 0), ("chunked", 0), ("length", bytes) or ("close", 0)."""
     if method == "HEAD" or head.status in _NO_BODY_CODES:
-        return
+        return "none", 0
     if "chunked" in head.headers.get("transfer-encoding", "").lower():
+        return "chunked", 0
+    if "content-length" not in head.headers:
+        return "close", 0
+    try:
+        length = int(head.headers["content-length"])
+    except ValueError as e:
+        raise ExchangeError(f"a malformed Content-Length: {head.headers['content-length']!r}") from e
+    if length < 0:
+        raise ExchangeError(f"a malformed Content-Length: {head.headers['content-length']!r}")
+    return "length", length
+
+
+def _over_limit(limit: int) -> ExchangeError:
+    return ExchangeError(f"the answer's body is over {limit} bytes")
+
+
+async def _read_body(reader: asyncio.StreamReader, head: _Head, method: str) -> bytes:
+    """The body read whole, by the framing its head declares; over `_MAX_BODY` bytes in all is an error."""
+    limit = _MAX_BODY
+    framing, length = _framing(head, method)
+    if framing == "length":
+        if length > limit:
+            raise _over_limit(limit)
+        return await reader.readexactly(length) if length else b""
+    parts: list[bytes] = []
+    total = 0
+    if framing == "chunked":
         while size := _chunk_size(await reader.readuntil(b"\r\n")):
-            data = await reader.readexactly(counted(size) + 2)
-            yield data[:-2]
+            total += size
+            if total > limit:
+                raise _over_limit(limit)
+            parts.append((await reader.readexactly(size + 2))[:-2])
         await _trailers(reader)
-    elif "content-length" in head.headers:
-        try:
-            length = int(head.headers["content-length"])
-        except ValueError as e:
-            raise ExchangeError(f"a malformed Content-Length: {head.headers['content-length']!r}") from e
-        if length < 0:
-            raise ExchangeError(f"a malformed Content-Length: {head.headers['content-length']!r}")
-        if length:
-            yield await reader.readexactly(counted(length))
-    else:
+    elif framing == "close":
         while chunk := await reader.read(65536):
-            counted(len(chunk))
-            yield chunk
+            total += len(chunk)
+            if total > limit:
+                raise _over_limit(limit)
+            parts.append(chunk)
+    return b"".join(parts)
+
+
+_HEAD, _SIZE, _DATA, _CRLF, _TRAILER, _LENGTH, _CLOSE, _DONE = range(8)
+"""The states of a `_StreamedAnswer`: what the next bytes are."""
+_PAUSE_AT = 4 * 1024 * 1024
+"""A stream's body bytes received and not yet taken by its reader, past which the socket is not read."""
+
+
+class _StreamedAnswer(asyncio.Protocol):
+    """One answer on a connection of its own, framed in the transport's callback as its bytes arrive.
+
+    Why not a StreamReader, as `request` uses: a watch's cost is its events, and each one read through a reader was
+    a `readuntil` for the chunk's size line and a `readexactly` for its data, each a coroutine with its own wait,
+    buffer search and copy, under two generators. Here the head, the chunk framing and the trailers are parsed once
+    per arrival, body pieces are sliced out of it (a chunk that arrived whole is one slice) and queued, and the
+    reader (`Stream`) is woken once per arrival, only when it waits on an empty queue. A chunk's data is passed on
+    as it comes, so no chunk is ever buffered here whole; what is buffered is at most an unfinished head or framing
+    line (bounded by `_MAX_HEAD`). Reading pauses while the reader is `_PAUSE_AT` bytes behind.
+
+    Failures (a malformed answer, the connection's end mid-answer, a reset) are kept as `error`, an
+    `ExchangeError`, for the reader to raise; the callback itself never raises (the loop would take that for a bug
+    of the transport)."""
+
+    def __init__(self, method: str, loop: asyncio.AbstractEventLoop) -> None:
+        self._method = method
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._state = _HEAD
+        self._buffer = b""  # an unfinished head or framing line, or the first byte of a chunk's CRLF
+        self._need = 0  # _DATA, _LENGTH: body bytes still to come
+        self._started = False  # a byte of the answer arrived
+        self.head: asyncio.Future[_Head] = loop.create_future()
+        self.pieces: deque[bytes] = deque()
+        self._queued = 0
+        self._paused = False
+        self.done = False
+        self.error: ExchangeError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    # -- the transport's side --------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self.done or self.error is not None:
+            return
+        self._started = True
+        if self._buffer:
+            data, self._buffer = self._buffer + data, b""
+        try:
+            used = self._parse(data)
+        except ExchangeError as e:
+            self._fail(e)
+            return
+        if used < len(data) and not self.done:
+            self._buffer = data[used:]
+            if len(self._buffer) > _MAX_HEAD:
+                what = "head" if self._state == _HEAD else "framing line"
+                self._fail(ExchangeError(f"the answer's {what} is over {_MAX_HEAD} bytes"))
+                return
+        if self._queued > _PAUSE_AT and not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        if self._state == _CLOSE:
+            self._finish()
+        return None  # the transport closes itself; `connection_lost` follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.done or self.error is not None:
+            return
+        if self._state == _CLOSE and exc is None:
+            self._finish()
+        elif not self._started:
+            self._fail(ExchangeError("the server closed the connection before answering"))
+        elif exc is not None:
+            self._fail(ExchangeError(f"{type(exc).__name__}: {exc}"))
+        else:
+            self._fail(ExchangeError("the connection ended in the middle of the answer"))
+
+    def _parse(self, data: bytes) -> int:
+        """Consume what `data` completes; returns how many bytes were used (the rest waits for more)."""
+        pos = 0
+        end = len(data)
+        pieces = self.pieces
+        while pos < end:
+            state = self._state
+            if state in (_DATA, _LENGTH):
+                take = min(self._need, end - pos)
+                piece = data if take == end else data[pos : pos + take]
+                pieces.append(piece)
+                self._queued += take
+                pos += take
+                self._need -= take
+                if not self._need:
+                    if state == _LENGTH:
+                        self._finish()
+                        return pos
+                    self._state = _CRLF
+            elif state == _CRLF:
+                if end - pos < 2:
+                    return pos
+                if data[pos : pos + 2] != b"\r\n":
+                    raise ExchangeError(f"a chunk's data is not followed by a line break: {data[pos : pos + 20]!r}")
+                pos += 2
+                self._state = _SIZE
+            elif state == _CLOSE:
+                piece = data if pos == 0 else data[pos:]
+                pieces.append(piece)
+                self._queued += len(piece)
+                return end
+            elif state == _HEAD:
+                stop = data.find(b"\r\n\r\n", pos)
+                if stop < 0:
+                    return pos
+                head = _parse_head(data[pos : stop + 4])
+                pos = stop + 4
+                if head is not None:
+                    self._begin(head)
+            else:  # _SIZE, _TRAILER: a line
+                stop = data.find(b"\r\n", pos)
+                if stop < 0:
+                    return pos
+                line = data[pos:stop]
+                pos = stop + 2
+                if state == _TRAILER:
+                    if not line:
+                        self._finish()
+                        return pos
+                elif size := _chunk_size(line):
+                    if size > _MAX_BODY:
+                        raise _over_limit(_MAX_BODY)
+                    self._need = size
+                    self._state = _DATA
+                else:
+                    self._state = _TRAILER
+            if self.done:
+                return pos
+        return pos
+
+    def _begin(self, head: _Head) -> None:
+        """The head arrived: hand it out and read the body as it declares."""
+        framing, length = _framing(head, self._method)
+        if framing == "length" and length > _MAX_BODY:
+            raise _over_limit(_MAX_BODY)
+        if not self.head.done():
+            self.head.set_result(head)
+        if framing == "none" or (framing == "length" and not length):
+            self._finish()
+        elif framing == "length":
+            self._state, self._need = _LENGTH, length
+        else:
+            self._state = _SIZE if framing == "chunked" else _CLOSE
+
+    def _finish(self) -> None:
+        self._state = _DONE
+        self.done = True
+        self._wake()
+
+    def _fail(self, error: ExchangeError) -> None:
+        self.error = error
+        if not self.head.done():
+            self.head.set_exception(error)
+            self.head.exception()  # marked as seen: a caller gone (timed out) leaves no "never retrieved" noise
+        self._wake()
+        self.close()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- the reader's side -----------------------------------------------------------------------------------
+
+    def send(self, message: bytes) -> None:
+        if self._transport is None:
+            raise ExchangeError("the connection is not open")
+        self._transport.write(message)
+
+    def take(self) -> bytes:
+        """The next queued body piece (there must be one); reading resumes once the reader has caught up."""
+        piece = self.pieces.popleft()
+        self._queued -= len(piece)
+        if self._paused and self._queued <= _PAUSE_AT // 2 and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+        return piece
+
+    async def wait(self) -> None:
+        """Return once a piece is queued, the body has ended, or the answer failed."""
+        waiter = self._waiter = self._loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
