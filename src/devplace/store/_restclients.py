@@ -321,7 +321,7 @@ def watch_event(line: str) -> tuple[str, dict[str, Any], int]:
         raise error_from_status(int(status.get("code") or 500), status)
     if type_ not in _WATCH_TYPES:
         raise errors.Unavailable(f"the API server sent an unknown watch event type {type_!r}")
-    revision = revision_of(obj) if isinstance(obj, Mapping) else -1
+    revision = revision_of(obj) if type(obj) is dict or isinstance(obj, Mapping) else -1  # decoded: a dict
     if revision < 0:
         raise errors.Unavailable(f"the API server sent a watch event without a revision: {line[:200]!r}")
     return str(type_), obj, revision
