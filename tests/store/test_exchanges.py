@@ -318,6 +318,8 @@ def test_a_length_or_close_framed_answer_split_anywhere_gives_its_body_exactly(
         (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "a malformed Content-Length"),
         (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000, "head is over 65536 bytes"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70_000, "framing line is over 65536"),
+        (b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n", "head is over 65536 bytes"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70_000 + b"\r\n", "framing line is over"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffff\r\n", "body is over"),
     ],
 )

@@ -382,10 +382,9 @@ def _parse_head(raw: bytes) -> _Head | None:
 
 
 def _framed(head: _Head, method: str) -> bool:
-    """Whether the body's end is known without the connection's close (so the connection can be reused)."""
-    if method == "HEAD" or head.status in _NO_BODY_CODES:
-        return True
-    return "content-length" in head.headers or "chunked" in head.headers.get("transfer-encoding", "").lower()
+    """Whether the body's end is known without the connection's close (so the connection can be reused); asked of a
+    head whose body was read, so its framing is well formed."""
+    return _framing(head, method)[0] != "close"
 
 
 def _chunk_size(size_line: bytes) -> int:
@@ -495,7 +494,8 @@ class _StreamedAnswer(asyncio.Protocol):
     per arrival, body pieces are sliced out of it (a chunk that arrived whole is one slice) and queued, and the
     reader (`Stream`) is woken once per arrival, only when it waits on an empty queue. A chunk's data is passed on
     as it comes, so no chunk is ever buffered here whole; what is buffered is at most an unfinished head or framing
-    line (bounded by `_MAX_HEAD`). Reading pauses while the reader is `_PAUSE_AT` bytes behind.
+    line, and a head or a framing line over `_MAX_HEAD` is refused whether it arrives whole or in pieces. Reading
+    pauses while the reader is `_PAUSE_AT` bytes behind.
 
     Failures (a malformed answer, the connection's end mid-answer, a reset) are kept as `error`, an
     `ExchangeError`, for the reader to raise; the callback itself never raises (the loop would take that for a bug
@@ -536,8 +536,7 @@ class _StreamedAnswer(asyncio.Protocol):
         if used < len(data) and not self.done:
             self._buffer = data[used:]
             if len(self._buffer) > _MAX_HEAD:
-                what = "head" if self._state == _HEAD else "framing line"
-                self._fail(ExchangeError(f"the answer's {what} is over {_MAX_HEAD} bytes"))
+                self._fail(self._too_long())
                 return
         if self._queued > _PAUSE_AT and not self._paused and self._transport is not None:
             self._paused = True
@@ -596,6 +595,8 @@ class _StreamedAnswer(asyncio.Protocol):
                 stop = data.find(b"\r\n\r\n", pos)
                 if stop < 0:
                     return pos
+                if stop + 4 - pos > _MAX_HEAD:
+                    raise self._too_long()
                 head = _parse_head(data[pos : stop + 4])
                 pos = stop + 4
                 if head is not None:
@@ -604,6 +605,8 @@ class _StreamedAnswer(asyncio.Protocol):
                 stop = data.find(b"\r\n", pos)
                 if stop < 0:
                     return pos
+                if stop - pos > _MAX_HEAD:
+                    raise self._too_long()
                 line = data[pos:stop]
                 pos = stop + 2
                 if state == _TRAILER:
@@ -620,6 +623,11 @@ class _StreamedAnswer(asyncio.Protocol):
             if self.done:
                 return pos
         return pos
+
+    def _too_long(self) -> ExchangeError:
+        """A head or a framing line over `_MAX_HEAD`, whole or still unfinished (as `_read_head` bounds a head)."""
+        what = "head" if self._state == _HEAD else "framing line"
+        return ExchangeError(f"the answer's {what} is over {_MAX_HEAD} bytes")
 
     def _begin(self, head: _Head) -> None:
         """The head arrived: hand it out and read the body as it declares."""
