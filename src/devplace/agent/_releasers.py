@@ -248,7 +248,7 @@ class Releaser:
             in_use |= used
         held = self._held()
         for key in in_use:
-            self._alloc_at.pop(key, None)  # listed: its absence, if it comes, starts at an observation
+            self._alloc_at.pop(key, None)  # listed: its absence, if it comes, starts at a pass that misses it
         self._absent_since, due = releases.absences(
             held, in_use, self._absent_since, self._alloc_at, self.clock.now(), self.release_grace, observed=observed_at
         )
