@@ -92,28 +92,6 @@ def test_absences_release_only_after_the_grace(
 
 
 @pytest.mark.parametrize(
-    ("absent_since", "now", "observed", "since", "due"),
-    [
-        ({}, 100.0, 90.0, 100.0, []),  # a listing older than the pass: the absence starts at the pass, not before
-        ({IL_KEY: 0.0}, 310.0, 299.0, 0.0, []),  # the observation counts, not the pass: 299 s of absence seen
-        ({IL_KEY: 0.0}, 310.0, 300.0, 0.0, [IL_KEY]),
-        ({IL_KEY: 0.0}, 300.0, None, 0.0, [IL_KEY]),  # no observation time: the listing was taken at the pass
-    ],
-)
-def test_an_earlier_listing_never_starts_an_absence_before_the_pass_nor_counts_time_after_it(
-    absent_since: dict[tuple[str, str], float],
-    now: float,
-    observed: float | None,
-    since: float,
-    due: list[tuple[str, str]],
-) -> None:
-    held = {k: v for k, v in releases.held_by_node(RECORDS, "node-a", P).items() if k == IL_KEY}
-    recorded, released = releases.absences(held, set(), absent_since, {}, now, 300.0, observed=observed)
-    assert recorded == {IL_KEY: since}
-    assert [s.device for s in released] == due
-
-
-@pytest.mark.parametrize(
     ("others", "allocated_seq", "freed"),
     [
         (set(), {}, [IL_KEY, CL_KEY]),

@@ -45,15 +45,6 @@ async def supervisor() -> AsyncIterator[Supervisor]:
     await sup.stop()
 
 
-@pytest.fixture
-async def kubelet(sock_dir: Path) -> AsyncIterator[MiniKubelet]:
-    """A kubelet serving PodResources (and counting its Lists) on a short socket path."""
-    started = MiniKubelet(sock_dir)
-    await started.start()
-    yield started
-    await started.stop()
-
-
 async def releaser_over(
     store: MemoryStore,
     supervisor: Supervisor,
@@ -120,64 +111,33 @@ async def test_a_slot_whose_holder_changed_meanwhile_is_not_freed(
 
 
 async def test_a_grace_pass_asks_the_kubelet_only_while_the_node_holds_a_slot(
-    memory_store: MemoryStore, supervisor: Supervisor, clock: FakeClock, sock_dir: Path, kubelet: MiniKubelet
+    memory_store: MemoryStore, supervisor: Supervisor, clock: FakeClock, sock_dir: Path
 ) -> None:
-    releaser = await releaser_over(memory_store, supervisor, clock, sock_dir, ["", "node-b"], kubelet.pr_socket)
-    cache = releaser.cache
-    stored = await memory_store.get("Instance", INST, "default")
-    revision = await memory_store.revision()
+    kubelet = MiniKubelet(sock_dir)
+    await kubelet.start()
+    try:
+        releaser = await releaser_over(memory_store, supervisor, clock, sock_dir, ["", "node-b"], kubelet.pr_socket)
+        cache = releaser.cache
+        stored = await memory_store.get("Instance", INST, "default")
+        revision = await memory_store.revision()
 
-    await releaser._grace_pass()  # node-a holds nothing here: nothing to free, nobody asked
+        await releaser._grace_pass()  # node-a holds nothing here: nothing to free, nobody asked
 
-    assert kubelet.lists == 0
-    taken = copy.deepcopy(stored)  # the cache holds `stored` itself
-    taken["spec"]["deviceUsage"][f"{INST}-0"] = "node-a"
-    cache.instances.apply_event("MODIFIED", await memory_store.update(taken))
-    await releaser._grace_pass()  # held and absent from the listing: its absence starts now
-    assert kubelet.lists == 1
-    await clock.advance(1.0)
-    await releaser._grace_pass()  # absent for the grace: freed
-    assert kubelet.lists == 2
-    after = await memory_store.get("Instance", INST, "default")
-    assert after["spec"]["deviceUsage"] == {f"{INST}-0": "", f"{INST}-1": "node-b"}
-    assert await memory_store.revision() == revision + 2  # the hold, then the release
-    await releaser.close()
-
-
-async def test_a_grace_pass_reads_a_listing_taken_since_the_previous_pass_instead_of_asking_again(
-    memory_store: MemoryStore, supervisor: Supervisor, clock: FakeClock, sock_dir: Path, kubelet: MiniKubelet
-) -> None:
-    releaser = await releaser_over(memory_store, supervisor, clock, sock_dir, ["node-a", ""], kubelet.pr_socket)
-    revision = await memory_store.revision()
-
-    await releaser.observe()  # a look after an Allocate, say: the device is absent from it
-    await clock.advance(0.05)
-    await releaser._grace_pass()  # reads that look: nobody asked; the absence starts at this pass
-    assert kubelet.lists == 1
-    await clock.advance(0.1)
-    await releaser._grace_pass()  # nothing newer than what the last pass read: asks
-    assert kubelet.lists == 2
-    assert await memory_store.revision() == revision  # absent for 0.1 s: not yet
-    await clock.advance(0.25)
-    await releaser.observe()  # 0.35 s after the first pass, the device still absent
-    await clock.advance(0.05)
-    await releaser._grace_pass()  # absent for over the grace (0.3 s), as seen by the look it reads
-    assert kubelet.lists == 3
-    after = await memory_store.get("Instance", INST, "default")
-    assert after["spec"]["deviceUsage"] == {f"{INST}-0": "", f"{INST}-1": ""}
-    assert await memory_store.revision() == revision + 1
-    await releaser.close()
-
-
-async def test_a_listing_older_than_a_period_is_not_read_by_a_grace_pass(
-    memory_store: MemoryStore, supervisor: Supervisor, clock: FakeClock, sock_dir: Path, kubelet: MiniKubelet
-) -> None:
-    releaser = await releaser_over(memory_store, supervisor, clock, sock_dir, ["node-a", ""], kubelet.pr_socket)
-    await releaser.observe()
-    await clock.advance(0.5)
-    await releaser._grace_pass()
-    assert kubelet.lists == 2
-    await releaser.close()
+        assert kubelet.lists == 0
+        taken = copy.deepcopy(stored)  # the cache holds `stored` itself
+        taken["spec"]["deviceUsage"][f"{INST}-0"] = "node-a"
+        cache.instances.apply_event("MODIFIED", await memory_store.update(taken))
+        await releaser._grace_pass()  # held and absent from the listing: its absence starts now
+        assert kubelet.lists == 1
+        await clock.advance(1.0)
+        await releaser._grace_pass()  # absent for the grace: freed
+        assert kubelet.lists == 2
+        after = await memory_store.get("Instance", INST, "default")
+        assert after["spec"]["deviceUsage"] == {f"{INST}-0": "", f"{INST}-1": "node-b"}
+        assert await memory_store.revision() == revision + 2  # the hold, then the release
+        await releaser.close()
+    finally:
+        await kubelet.stop()
 
 
 def test_release_slots_frees_only_slots_their_holder_still_holds() -> None:

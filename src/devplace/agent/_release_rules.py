@@ -93,20 +93,15 @@ def absences(
     allocated_at: Mapping[DeviceKey, float],
     now: float,
     grace: float,
-    *,
-    observed: float | None = None,
 ) -> tuple[dict[DeviceKey, float], list[HeldSlot]]:
-    """A pass at `now` over one PodResources observation taken at `observed` (default `now`; never later): the new
-    absence record, and the held slots due for release.
+    """One PodResources observation at `now`: the new absence record, and the held slots due for release.
 
     A held device not in use is absent since it was allocated when no listing has shown it in use since
     (`allocated_at`: the caller forgets a device's allocation once a listing shows it, and the kubelet lists a
-    device from the moment its Allocate has returned), else since the first pass that saw it held and missed it (the
-    pass, not its observation: a listing taken before the pass may predate the hold), or since it was allocated again
-    if that is later. Due once an observation at least `grace` after that misses it too. Devices in use, or no
-    longer held, drop out of the record.
+    device from the moment its Allocate has returned), else since the first observation that missed it, or since it
+    was allocated again if that is later. Due once absent for at least `grace`. Devices in use, or no longer held,
+    drop out of the record.
     """
-    seen = now if observed is None else observed
     since_out: dict[DeviceKey, float] = {}
     due: list[HeldSlot] = []
     for key, slot in held.items():
@@ -117,7 +112,7 @@ def absences(
         if allocated is not None and allocated > since:
             since = allocated
         since_out[key] = since
-        if seen - since >= grace:
+        if now - since >= grace:
             due.append(slot)
     return since_out, due
 

@@ -5,11 +5,7 @@ PodResources API (a List when a pod starts running, after each Allocate, and eve
 while the node holds a slot) and frees, by CAS on the exact holder it saw, (a) the slots of a pod of this node that is
 deleted or terminates, and (b) held slots absent from every listing for `release_grace` seconds. The decisions are
 pure (`release_rules`); this module is the I/O around them. Every due slot of one Instance is freed in one write (one
-CAS per Instance). A grace pass reads the newest listing when one was taken since the listing the previous pass read
-(a look after an Allocate, a pod's release) and asks the kubelet itself only otherwise: under load most passes ask
-nothing. A listing read so is at most one period old; an absence it shows starts at the pass, never before, and is
-due only when an observation at least the grace later misses the device too, so a reused listing can delay a
-release by a period but never hasten one.
+CAS per Instance).
 
 Concurrency: pod changes arrive through the Pod informer's change handler (synchronous: it only spawns the release);
 each release and each PodResources look is a piece of the supervisor's in-flight work, so `Agent.is_idle` counts it.
@@ -82,8 +78,6 @@ class Releaser:
         self._alloc_seq: dict[DeviceKey, int] = {}
         self._alloc_at: dict[DeviceKey, float] = {}
         self._absent_since: dict[DeviceKey, float] = {}
-        self._latest: tuple[int, float, dict[PodKey, frozenset[DeviceKey]]] | None = None
-        self._passed_seq = 0
         self._refresh_again = False
         self.refreshing = False
         self._held_refresh = False
@@ -161,8 +155,6 @@ class Releaser:
         for pod in list(self._pod_devices):
             if pod not in listing and pod not in self.cache.pods:
                 del self._pod_devices[pod]
-        if self._latest is None or seq > self._latest[0]:
-            self._latest = (seq, self.clock.now(), listing)
         return listing
 
     async def _list_pod_resources(self) -> dict[PodKey, frozenset[DeviceKey]] | None:
@@ -229,28 +221,23 @@ class Releaser:
         """Free the held slots absent from PodResources for the grace. A node that holds no slot has nothing to free
         and does not ask the kubelet: an idle agent's pass costs no gRPC call (an isolated one costs the agent about
         a millisecond of CPU: `bench/footprint.py`'s idle agent, looking every 0.1 s, spent 10-16 ms a second on
-        them). Nor does a pass that finds a listing newer than the one the previous pass read (module docstring)."""
+        them)."""
         if not releases.holds_any(self.cache.instances.values(), self.node):
             self._absent_since = {}
             self._alloc_at.clear()
             self._alloc_seq.clear()
             return
-        latest = self._latest
-        if latest is None or latest[0] <= self._passed_seq or latest[1] < self.clock.now() - self.podresources_poll:
-            if await self.observe() is None:
-                return
-            latest = self._latest
-            assert latest is not None
-        seq, observed_at, listing = latest
-        self._passed_seq = seq
+        listing = await self.observe()
+        if listing is None:
+            return
         in_use: set[DeviceKey] = set()
         for used in listing.values():
             in_use |= used
         held = self._held()
         for key in in_use:
-            self._alloc_at.pop(key, None)  # listed: its absence, if it comes, starts at a pass that misses it
+            self._alloc_at.pop(key, None)  # listed: its absence, if it comes, starts at an observation
         self._absent_since, due = releases.absences(
-            held, in_use, self._absent_since, self._alloc_at, self.clock.now(), self.release_grace, observed=observed_at
+            held, in_use, self._absent_since, self._alloc_at, self.clock.now(), self.release_grace
         )
         for key in [k for k in self._alloc_at if k not in held]:
             self._alloc_at.pop(key, None)
