@@ -16,7 +16,7 @@ from devplace.agent._caches import NodeCache
 from devplace.agent._instances import InstanceRecord
 from devplace.deviceplugin.v1beta1 import api_pb2
 from devplace.discovery import Device
-from devplace.discovery._devices import DeviceSpec, Mount
+from devplace.discovery._devices import DeviceSpec, Mount, device_healthy
 from devplace.store import MemoryStore
 from devplace.supervisors import Supervisor
 
@@ -369,3 +369,43 @@ async def test_a_plugins_pending_count_agrees_with_what_each_open_stream_has_sen
     for index in list(sent):
         await streams[index].aclose()
     assert plugin.pending is False
+
+
+_CL_HOLDERS = st.sampled_from(["", "node-a", "node-b", "C:cams-8120fe:node-a", "C:cams-8120fe:node-b", "C::x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_CL_HOLDERS, min_size=1, max_size=3),
+    st.lists(_CL_HOLDERS, min_size=1, max_size=3),
+    st.integers(0, 1),
+    st.sampled_from(["taken over", "equal", "sick"]),
+)
+def test_a_unique_cl_plugin_says_a_change_changes_its_list_exactly_when_the_instance_part_differs(
+    before: list[str], after: list[str], extra: int, properties: str
+) -> None:
+    """`changed_by` answers without building the parts when a slot is free before and after and the properties are
+    the same (the vdev is Healthy both times, or sick both times): the answer is the parts' comparison all the same,
+    for usages full or not, readable or not, with the properties taken over, equal, or saying the device is sick."""
+    cache = NodeCache(MemoryStore(), "node-a", Supervisor("test"))
+    cfg = configuration(capacity=2, unique=True)
+    cache.configurations.replace([{**cfg, "metadata": {**cfg["metadata"], "resourceVersion": "1"}}], 1)
+    plugin = plugins.ConfigurationPlugin(_Host(cache), "default", "cams", "devplace.io/cams")
+    name = A.name
+
+    def wire(holders: list[str], capacity: int, props: dict[str, str], rv: int) -> dict[str, Any]:
+        obj = A.obj
+        usage = {f"{name}-{i}": h for i, h in enumerate(holders)}
+        spec = {**obj["spec"], "capacity": capacity, "deviceUsage": usage, "brokerProperties": props}
+        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(rv)}, "spec": spec}
+
+    old = InstanceRecord.from_wire(wire(before, len(before), {"URL": "rtsp://a"}, 3))
+    sick = {"URL": "rtsp://a", "devplace.io/health": "Unhealthy"}
+    new_wire = wire(after, len(after) + extra, sick if properties == "sick" else {"URL": "rtsp://a"}, 4)
+    new = InstanceRecord.from_wire(new_wire, previous=old if properties == "taken over" else None)
+    assert (new.broker_properties is old.broker_properties) == (properties == "taken over")
+
+    def part(r: InstanceRecord) -> list[tuple[str, bool]]:
+        return slots.cl_states_of(r.usage, "node-a", True, not device_healthy(r.broker_properties))
+
+    assert plugin.changed_by(old, new) == (part(old) != part(new))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -466,6 +467,60 @@ def test_a_record_parsed_against_its_predecessor_equals_one_parsed_from_scratch(
         assert previous.usage.exact == exact
     obj = _variant(after, 8)
     assert _fields(InstanceRecord.from_wire(obj, previous=previous)) == _fields(InstanceRecord.from_wire(obj))
+
+
+_EDITS: dict[str, Any] = {
+    "usage": lambda o: o["spec"]["deviceUsage"].update({next(iter(o["spec"]["deviceUsage"])): "node-b"}),
+    "stamps": lambda o: o["metadata"].update(resourceVersion="9", generation=4, managedFields=[{"manager": "x"}]),
+    "numeric resourceVersion": lambda o: o["metadata"].update(resourceVersion=9),
+    "null resourceVersion": lambda o: o["metadata"].update(resourceVersion=None),
+    "text generation": lambda o: o["metadata"].update(generation="4"),
+    "no generation": lambda o: o["metadata"].pop("generation", None),
+    "label": lambda o: o["metadata"].update(labels={"a": "b"}),
+    "name": lambda o: o["metadata"].update(name="other"),
+    "nodes": lambda o: o["spec"].update(nodes=["node-b"]),
+    "capacity": lambda o: o["spec"].update(capacity=3),
+    "no usage": lambda o: o["spec"].pop("deviceUsage"),
+    "properties": lambda o: o["spec"].update(brokerProperties={"URL": "x"}),
+    "spec key": lambda o: o["spec"].update(extra=1),
+    "top key": lambda o: o.update(status={}),
+    "apiVersion": lambda o: o.update(apiVersion="akri.sh/v1"),
+    "spec not a map": lambda o: o.update(spec=["x"]),
+    "metadata not a map": lambda o: o.update(metadata="x"),
+    "no spec": lambda o: o.pop("spec"),
+}
+
+
+def _edited(names: set[str]) -> dict[str, Any]:
+    obj = _instance(["node-a"])
+    obj["metadata"]["generation"] = 2
+    obj["metadata"]["managedFields"] = [{"manager": "devplace"}]
+    for name in [n for n in _EDITS if n in names]:  # in the order above: the structural edits last
+        _EDITS[name](obj)
+    return obj
+
+
+def _check_answers_as_mappings_check(old_edits: set[str], edits: set[str]) -> bool:
+    old, new = _edited(old_edits), _edited(edits)
+    assert (type(old), type(new)) == (dict, dict)
+    expected = instances._checked_before(MappingProxyType(new), MappingProxyType(old))
+    assert instances._checked_before(new, old) == expected
+    return expected
+
+
+@pytest.mark.parametrize("edit", sorted(_EDITS))
+def test_the_check_of_decoded_objects_answers_as_the_check_of_any_mappings_after_one_edit(edit: str) -> None:
+    assert _check_answers_as_mappings_check(set(), {edit}) == (edit in ("usage", "stamps", "no generation"))
+    _check_answers_as_mappings_check({edit}, set())
+
+
+@given(st.sets(st.sampled_from(sorted(_EDITS))), st.sets(st.sampled_from(sorted(_EDITS))))
+def test_the_check_of_decoded_objects_answers_as_the_check_of_any_mappings(
+    old_edits: set[str], edits: set[str]
+) -> None:
+    """`_checked_before` of two dicts (compared whole, with the parts that may differ set aside) says what its
+    key-by-key form says of the same objects seen as read-only mappings."""
+    _check_answers_as_mappings_check(old_edits, edits)
 
 
 def test_unchanged_parts_of_a_record_are_taken_over_not_parsed_again() -> None:

@@ -227,3 +227,22 @@ def test_an_instance_without_claims_frees_only_their_slots_and_says_when_nothing
     assert freed["spec"]["deviceUsage"] == {"cam-0": "", "cam-1": "D:ns/b:node-b", "cam-2": "node-a"}
     assert inst["spec"]["deviceUsage"]["cam-0"] == "D:ns/a:node-a"  # the input is left as it was
     assert api.instance_without_claims(inst, [("ns", "z"), ("other", "a")]) is None
+
+
+def test_a_holder_read_again_is_the_value_read_before_and_a_bad_one_is_refused_each_time_naming_its_path() -> None:
+    """Holders are remembered by wire value (a watch event moves a slot to a holder seen before); a refusal is not
+    remembered: each names the path it was asked with."""
+    first = holders.parse_holder("C:cams-0:node-a")
+    assert first == CL("cams-0", "node-a")
+    assert holders.parse_holder("C:cams-0:node-a") is first
+    assert holders.parse_holder("") is FREE
+    for path in ("spec.deviceUsage.cams-0", "spec.deviceUsage.cams-1"):
+        with pytest.raises(errors.Invalid) as e:
+            holders.parse_holder("Node A", path)
+        assert [f.path for f in e.value.fields] == [path]
+    with pytest.raises(errors.Invalid, match="a holder is a string, not int"):
+        holders.parse_holder(7, "spec.deviceUsage.cams-2")
+    for i in range(holders._PARSED_MAX + 1):  # bounded: a flood of distinct holders starts the memory over
+        holders.parse_holder(f"node-{i}")
+    assert len(holders._parsed) <= holders._PARSED_MAX
+    assert holders.parse_holder("node-7") == IL("node-7")

@@ -471,3 +471,19 @@ async def test_a_route_function_that_raises_routes_the_object_nowhere(caplog: py
         view.apply_event("ADDED", await store.create(_pod("a", "n1")))
     assert len(view) == 0
     assert "a route function failed on default/a" in caplog.text
+
+
+async def test_a_routed_view_made_after_its_routes_were_looked_up_hears_the_next_change_on_them() -> None:
+    """A router remembers which views a set of routes reaches: a view that joins (or leaves) makes it look again."""
+    store = MemoryStore()
+    first: Informer[dict[str, Any]] = Informer(store, "Pod", route=Route(_by_node, frozenset({"n1"})))
+    a = await store.create(_pod("a", "n1"))
+    first.apply_event("ADDED", a)
+    late: Informer[dict[str, Any]] = Informer(store, "Pod", route=Route(_by_node, frozenset({"n1"})))
+    heard: list[tuple[str, str]] = []
+    first.subscribe(lambda c: heard.append(("first", c.key[1])))
+    late.subscribe(lambda c: heard.append(("late", c.key[1])))
+    labelled = await store.update({**a, "metadata": {**a["metadata"], "labels": {"x": "y"}}})
+    first.apply_event("MODIFIED", labelled)
+    assert sorted(heard) == [("first", "a"), ("late", "a")]
+    assert late.get("default", "a") == labelled

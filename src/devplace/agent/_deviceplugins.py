@@ -539,6 +539,12 @@ class InstancePlugin(DevicePlugin):
         return [(record, slot) for slot in claim.slots], undo
 
 
+def _room(usage: slots.Usage) -> bool:
+    """Whether a slot of `usage` is free, seen without a look at each slot (an `exact` usage with fewer held than its
+    capacity): with `uniqueDevices` its Instance's one vdev is then Healthy whoever holds the rest."""
+    return usage.exact and usage.held < usage.capacity
+
+
 @dataclass(eq=False, slots=True)
 class _Part:
     """One Instance's part of a ConfigurationPlugin's list, kept while the Instance's usage and health stay."""
@@ -594,6 +600,8 @@ class ConfigurationPlugin(DevicePlugin):
         if not member:
             return False
         unique = self._unique()
+        if unique and old.broker_properties is new.broker_properties and _room(old.usage) and _room(new.usage):
+            return False  # one vdev, Healthy in both (or Unhealthy in both: the same properties say the same health)
         return self._part(old, unique).states != self._part(new, unique).states
 
     def _member(self, record: InstanceRecord) -> bool:

@@ -75,6 +75,13 @@ def _checked_before(obj: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
     """Whether `obj` equals `old` but for `spec.deviceUsage` and the write stamps (`_WRITE_STAMPS`: a string
     `resourceVersion`, an integer `generation`, `managedFields`, which the api model leaves unchecked): what the model
     checks of it is then what it checked of `old`."""
+    if type(obj) is dict and type(old) is dict:  # decoded objects: the comparisons are made in C
+        return _dicts_checked_before(obj, old)
+    return _maps_checked_before(obj, old)
+
+
+def _maps_checked_before(obj: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """`_checked_before` of any two mappings, key by key."""
     if obj.keys() != old.keys():
         return False
     for key, value in obj.items():
@@ -101,6 +108,35 @@ def _checked_before(obj: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
         elif value != other:
             return False
     return True
+
+
+def _dicts_checked_before(obj: dict[str, Any], old: dict[str, Any]) -> bool:
+    """`_checked_before` of two plain dicts (what every watch event decodes to): the parts that may differ are set
+    aside in copies, and the rest is compared whole."""
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    old_meta, old_spec = old.get("metadata"), old.get("spec")
+    if not (type(meta) is dict and type(spec) is dict and type(old_meta) is dict and type(old_spec) is dict):
+        return _maps_checked_before(obj, old)
+    if type(meta.get("resourceVersion", "")) is not str:
+        return False
+    generation = meta.get("generation")
+    if generation is not None and type(generation) is not int:
+        return False
+    if obj.keys() != old.keys() or spec.keys() != old_spec.keys():
+        return False
+    rest, old_rest = obj.copy(), old.copy()
+    rest["metadata"] = old_rest["metadata"] = rest["spec"] = old_rest["spec"] = None
+    if rest != old_rest:
+        return False
+    spec, old_spec = spec.copy(), old_spec.copy()
+    spec["deviceUsage"] = old_spec["deviceUsage"] = None  # both have it or neither (the keys are equal)
+    if spec != old_spec:
+        return False
+    meta, old_meta = meta.copy(), old_meta.copy()
+    for stamp in _WRITE_STAMPS:
+        meta.pop(stamp, None)
+        old_meta.pop(stamp, None)
+    return meta == old_meta
 
 
 def _is_map(value: Any) -> bool:

@@ -138,18 +138,17 @@ class Usage:
             or self.holders.keys() != before.keys()
         ):
             return Usage.read(self.instance, self.capacity, device_usage)
-        holders: dict[str, Holder] = {}
+        holders = dict(self.holders)  # the same slots in the same order: a moved one is replaced in place
         changed: list[tuple[str, Holder, Holder]] = []
-        for slot, held in self.holders.items():
-            raw = device_usage[slot]
+        for slot, raw in device_usage.items():
             if raw == before[slot]:
-                holders[slot] = held
                 continue
             try:
-                holders[slot] = parse_holder(raw)
+                new: Holder = parse_holder(raw)
             except errors.Invalid:
-                holders[slot] = Unknown(raw)
-            changed.append((slot, held, holders[slot]))
+                new = Unknown(raw)
+            changed.append((slot, holders[slot], new))
+            holders[slot] = new
         return self._successor(holders, changed)
 
     def _successor(self, holders: dict[str, Holder], changed: Iterable[tuple[str, Holder, Holder]]) -> Usage:

@@ -7,6 +7,7 @@ them without loading pydantic.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -102,8 +103,26 @@ class DRA:
 Holder = Free | IL | CL | DRA
 
 
+_PARSED_MAX = 4096
+_parsed: dict[str, Holder] = {}
+"""Holders already parsed, by wire value (they are immutable, so one value is shared): a watch event moves one slot
+to a holder the process has most often seen before."""
+
+
 def parse_holder(raw: Any, path: str = "holder") -> Holder:
     """The typed holder of a wire value; `errors.Invalid` naming `path` for anything else."""
+    if type(raw) is str:
+        found = _parsed.get(raw)
+        if found is None:
+            found = _parse_holder(raw, path)
+            if len(_parsed) >= _PARSED_MAX:
+                _parsed.clear()
+            _parsed[raw] = found
+        return found
+    return _parse_holder(raw, path)
+
+
+def _parse_holder(raw: Any, path: str) -> Holder:
     if not isinstance(raw, str):
         raise errors.Invalid.field(path, f"a holder is a string, not {type(raw).__name__} {raw!r}")
     if raw == "":
@@ -168,8 +187,10 @@ def slot_name(instance: str, index: int) -> str:
     return f"{instance}-{index}"
 
 
+@functools.lru_cache(maxsize=8192)
 def slot_index(instance: str, slot: str) -> int | None:
-    """`i` for a slot named `<instance>-<i>` (decimal, no leading zeros, below `MAX_CAPACITY`), else None."""
+    """`i` for a slot named `<instance>-<i>` (decimal, no leading zeros, below `MAX_CAPACITY`), else None
+    (remembered: every change of an Instance asks it of the slots that moved)."""
     prefix = f"{instance}-"
     if not slot.startswith(prefix):
         return None

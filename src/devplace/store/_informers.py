@@ -75,6 +75,8 @@ FeedKey = tuple[str, str | None, str | None, str | None]
 _TOMBSTONES = 50_000
 _UNPARSABLE = (errors.Invalid, KeyError, TypeError, ValueError)
 _NOWHERE: frozenset[Hashable] = frozenset()
+_VIEWS_BY_ROUTES = 1024
+"""Route sets a router remembers the views of (`_Router.views_for`); past that it starts over."""
 
 
 def identity(obj: dict[str, Any], previous: Any) -> dict[str, Any]:
@@ -111,6 +113,8 @@ class _Router:
         self.routes: dict[ObjKey, frozenset[Hashable]] = {}
         self.objects: dict[Hashable, set[ObjKey]] = {}
         self.views: dict[Hashable, list[Informer[Any]]] = {}
+        self._views_by_routes: dict[frozenset[Hashable], tuple[Informer[Any], ...]] = {}
+        """`views_for`'s answers, kept until a view attaches or detaches (most changes keep an object's routes)."""
         for key, obj in objects.items():
             self.move(key, self.route(obj))
 
@@ -140,15 +144,22 @@ class _Router:
             self.routes.pop(key, None)
         return old
 
-    def views_for(self, routes: Iterable[Hashable]) -> list[Informer[Any]]:
-        out: dict[int, Informer[Any]] = {}
-        for route in routes:
-            for view in self.views.get(route, ()):
-                out.setdefault(id(view), view)
-        return list(out.values())
+    def views_for(self, routes: frozenset[Hashable]) -> tuple[Informer[Any], ...]:
+        found = self._views_by_routes.get(routes)
+        if found is None:
+            out: dict[int, Informer[Any]] = {}
+            for route in routes:
+                for view in self.views.get(route, ()):
+                    out.setdefault(id(view), view)
+            found = tuple(out.values())
+            if len(self._views_by_routes) >= _VIEWS_BY_ROUTES:
+                self._views_by_routes.clear()
+            self._views_by_routes[routes] = found
+        return found
 
     def attach(self, view: Informer[Any], routes: Iterable[Hashable]) -> list[ObjKey]:
         """`view` takes what `routes` name from now on; returns the keys of the objects routed to it now, sorted."""
+        self._views_by_routes.clear()
         out: set[ObjKey] = set()
         for route in routes:
             self.views.setdefault(route, []).append(view)
@@ -157,6 +168,7 @@ class _Router:
 
     def detach(self, view: Informer[Any], routes: Iterable[Hashable]) -> bool:
         """`view` takes nothing more; returns whether any view is left."""
+        self._views_by_routes.clear()
         for route in routes:
             listed = self.views.get(route, [])
             if view in listed:
@@ -300,7 +312,7 @@ class Feed:
         for router in list(self._routers.values()):
             new = router.route(obj)
             old = router.move(key, new)
-            for view in router.views_for(old | new):
+            for view in router.views_for(new if old == new else old | new):
                 if view._route is not None and view._route.keys & new:
                     view._take(key, obj, rv, parsed if view is origin else None, shared)
                 else:
