@@ -169,6 +169,19 @@ async def test_mark_at_keeps_the_earliest_deadline() -> None:
     assert len(q) == 0
 
 
+async def test_keys_due_at_the_same_time_come_out_in_the_order_their_deadlines_were_set() -> None:
+    """`b`'s earlier deadline replaces its later one after `a`'s was set: both due at once, `a` first (the model
+    below found this order; it had kept `b`'s first place from its replaced deadline)."""
+    clock = FakeClock()
+    q: WorkQueue[str] = WorkQueue(clock)
+    t0 = clock.now()
+    q.mark_at("b", t0 + 2)
+    q.mark_at("a", t0 + 1)
+    q.mark_at("b", t0 + 1)
+    await clock.advance(1)
+    assert [await q.get(), await q.get()] == ["a", "b"]
+
+
 async def test_a_deadline_in_the_past_marks_at_once() -> None:
     clock = FakeClock()
     q: WorkQueue[str] = WorkQueue(clock)
@@ -321,6 +334,9 @@ class QueueModel(RuleBasedStateMachine):
         if delay == 0:
             self._model_mark(key)
         elif key not in self.deadlines or when < self.deadlines[key]:
+            self.deadlines.pop(
+                key, None
+            )  # last in order: among equal deadlines the queue keeps the order they were set
             self.deadlines[key] = when
 
     @rule(seconds=st.integers(1, 3))

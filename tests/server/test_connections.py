@@ -283,3 +283,17 @@ def test_the_server_command_takes_the_connection_limits() -> None:
 
         assert asyncio.run(half_headers()) == b""
         assert httpx2.get(f"{url}/healthz", timeout=BOUND).text == "ok"
+
+
+def test_a_kept_alive_connection_may_idle_as_long_as_kube_apiserver_lets_it_and_uvicorn_alone_keeps_its_own() -> None:
+    """A server that closes an idle connection first races the client's next request on it (a reset the client cannot
+    tell from a failure): idle connections are kept 90 s, as kube-apiserver keeps them, not uvicorn's 5."""
+    import uvicorn
+
+    from devplace.server._authn import uvicorn_options
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    assert uvicorn.Config(app, **uvicorn_options(None, None)).timeout_keep_alive == 90
+    assert uvicorn.Config(app, **uvicorn_options(None, None, None)).timeout_keep_alive == 5  # bench/hostile.py's

@@ -32,7 +32,7 @@ from typing import Any
 
 from devplace import errors
 from devplace.server._authz import Identity
-from devplace.server._connections import ConnectionLimits, connection_protocol
+from devplace.server._connections import KEEP_ALIVE_TIMEOUT, ConnectionLimits, connection_protocol
 
 
 @dataclass(frozen=True)
@@ -189,14 +189,17 @@ def uvicorn_options(
     tls: TlsFiles | None, auth: Auth | None, connections: ConnectionLimits | None = ConnectionLimits()
 ) -> dict[str, Any]:
     """`uvicorn.Config` keyword arguments for serving with `tls` (None: plain HTTP), `auth` and `connections`: the
-    HTTP protocol class that enforces them (`server.connections`); None: uvicorn's own h11 protocol, unbounded (for
-    comparison: bench/hostile.py), unless client certificates need recording."""
+    HTTP protocol class that enforces them (`server.connections`) and the keep-alive timeout that goes with them;
+    None: uvicorn's own h11 protocol and timeout, unbounded (for comparison: bench/hostile.py), unless client
+    certificates need recording."""
     peers = None
     if tls is not None and tls.client_ca_file and auth is not None and auth.client_certificates:
         peers = auth.peers
     options: dict[str, Any] = {"proxy_headers": False, "ws": "none", "http": "h11"}
     if connections is not None or peers is not None:
         options["http"] = connection_protocol(connections or ConnectionLimits.unlimited(), peers)
+    if connections is not None:
+        options["timeout_keep_alive"] = KEEP_ALIVE_TIMEOUT
     if tls is None:
         return options
     options.update(ssl_certfile=tls.cert_file, ssl_keyfile=tls.key_file)

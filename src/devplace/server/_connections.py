@@ -9,8 +9,8 @@ body holds a connection (a file descriptor, a protocol object, buffers) for as l
 
 - Headers: a request's headers must be complete within `header_timeout` seconds, counted from the connection's
   accept for its first request, and from the first byte of each later request on a kept-alive connection (between
-  requests uvicorn's keep-alive timeout applies, as before). A connection past it is closed without an answer: no
-  request was read to answer.
+  requests uvicorn's keep-alive timeout applies: `KEEP_ALIVE_TIMEOUT`). A connection past it is closed without an
+  answer: no request was read to answer.
 - Bodies: once the headers are in, the body must make progress at least every `body_idle_timeout` seconds and be
   complete within `body_timeout` seconds. A late body is answered 408 with a `Status` (reason `Timeout`) when the app
   has not begun its response, and the connection is closed; when it has (a response that did not wait for the body),
@@ -74,6 +74,12 @@ DEFAULT_MAX_CONNECTIONS = 1024
 """Connections per client address: twice the open watches a client may hold (`server.limits`, 512; each watch holds
 a connection of its own), so that limit, which answers a clear 429, is the one a client meets first, with room for
 the requests beside its watches."""
+
+KEEP_ALIVE_TIMEOUT = 90.0
+"""Seconds a kept-alive connection may sit idle between requests (uvicorn's `timeout_keep_alive`; its default is 5):
+kube-apiserver keeps one 90 s, as long as Go's clients keep theirs. A server that closes first races the client's
+next request, which meets a reset it cannot tell from a failure (a POST is not sent again); clients without an idle
+bound of their own, the official Python client's pool among them, met it after 5 s."""
 
 log = logging.getLogger(__name__)
 
