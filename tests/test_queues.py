@@ -334,9 +334,8 @@ class QueueModel(RuleBasedStateMachine):
         if delay == 0:
             self._model_mark(key)
         elif key not in self.deadlines or when < self.deadlines[key]:
-            self.deadlines.pop(
-                key, None
-            )  # last in order: among equal deadlines the queue keeps the order they were set
+            # set last in order: among equal deadlines the queue keeps the order they were set in
+            self.deadlines.pop(key, None)
             self.deadlines[key] = when
 
     @rule(seconds=st.integers(1, 3))
